@@ -1,0 +1,70 @@
+"""``vllm-governor check``: validate a configuration and policy files, as CI would."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.core.config_files import load_config
+from daemon.core.errors import ConfigError, ConfigIssue
+from daemon.core.yaml_files import load_yaml_mapping
+
+POLICY_SUFFIXES = (".yaml", ".yml")
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``check`` subcommand."""
+    parser = subparsers.add_parser(
+        "check",
+        help="validate the configuration and policy files",
+        description="Validate config.toml and policy files. Prints one 'path:line:col: message' "
+        "per problem; exits 0 when everything is valid, 1 otherwise.",
+    )
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml to check")
+    parser.add_argument(
+        "policies",
+        nargs="*",
+        type=Path,
+        metavar="POLICY_PATH",
+        help="policy files or directories (default: the config's policy_dirs)",
+    )
+    parser.set_defaults(main=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Check every file and print each problem on its own line."""
+    issues: list[ConfigIssue] = []
+    policy_paths: list[Path] = list(args.policies)
+    try:
+        config = load_config(args.config)
+    except ConfigError as exc:
+        issues.extend(exc.issues)
+    else:
+        if not policy_paths:
+            policy_paths = [path for path in config.governor.policy_dirs if path.exists()]
+    checked = 1
+    for policy_file in _policy_files(policy_paths, issues):
+        checked += 1
+        try:
+            load_yaml_mapping(policy_file)
+        except ConfigError as exc:
+            issues.extend(exc.issues)
+    for issue in issues:
+        print(issue.render())
+    if issues:
+        return EXIT_FAILURE
+    print(f"ok: {checked} file(s) valid")
+    return EXIT_OK
+
+
+def _policy_files(paths: list[Path], issues: list[ConfigIssue]) -> list[Path]:
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in POLICY_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            issues.append(ConfigIssue(path, 0, 0, "", "no such file or directory"))
+    return files

@@ -1,0 +1,89 @@
+"""Logging set-up: one JSON object per line on stdout (journald reads it), or plain text.
+
+Anything passed as ``extra={...}`` becomes a field of the JSON object. A redaction filter
+replaces every known secret value with ``**********`` in case one ever reaches a message.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+_STANDARD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
+REDACTED = "**********"
+
+
+class JsonFormatter(logging.Formatter):
+    """Formats a record as one JSON object: time, level, logger, message, extra fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as a JSON line."""
+        document: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        for key, value in record.__dict__.items():
+            if key not in _STANDARD_ATTRIBUTES and not key.startswith("_"):
+                document[key] = value
+        if record.exc_info:
+            document["exception"] = self.formatException(record.exc_info)
+        return json.dumps(document, default=str)
+
+
+class TextFormatter(logging.Formatter):
+    """A human-readable line with the extra fields appended as ``key=value``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Render ``record`` as one line of text."""
+        extras = " ".join(
+            f"{key}={value}"
+            for key, value in record.__dict__.items()
+            if key not in _STANDARD_ATTRIBUTES and not key.startswith("_")
+        )
+        line = f"{record.levelname:<7} {record.name}: {record.getMessage()}"
+        line = f"{line} {extras}" if extras else line
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class SecretRedactor(logging.Filter):
+    """Replaces known secret values in a record's rendered text."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self._secrets = tuple(secret for secret in secrets if secret)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Redact the message and every string-valued extra field; never drop a record."""
+        if not self._secrets:
+            return True
+        record.msg = self._redact(record.getMessage())
+        record.args = None
+        for key, value in list(record.__dict__.items()):
+            if key not in _STANDARD_ATTRIBUTES and isinstance(value, str):
+                setattr(record, key, self._redact(value))
+        return True
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED)
+        return text
+
+
+def configure_logging(
+    level: str, fmt: Literal["json", "text"], secrets: Iterable[str] = ()
+) -> None:
+    """Send every log record to stdout in ``fmt``, at ``level`` and above."""
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(JsonFormatter() if fmt == "json" else TextFormatter())
+    handler.addFilter(SecretRedactor(secrets))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)

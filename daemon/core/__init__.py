@@ -1,0 +1,3 @@
+"""The bottom layer: types, errors, clocks and settings shared by every other layer."""
+
+from __future__ import annotations

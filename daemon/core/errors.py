@@ -1,0 +1,70 @@
+"""The governor's error tree.
+
+Every error the governor raises on purpose derives from :class:`GovernorError`; errors of
+third-party libraries are translated at the boundary (``raise ... from exc``)::
+
+    GovernorError
+    ├── ConfigError                 a configuration or policy file is invalid
+    │                               (one ConfigIssue per problem: file, line, column, key path)
+    ├── SecretError                 a secret is missing or unreadable (never carries the value)
+    ├── ControlError                talking to the running daemon over its control socket failed
+    │   └── DaemonNotRunningError   no daemon listens on the control socket
+    └── TaskCrashedError            an eternal task of the supervisor ended or crashed
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+class GovernorError(Exception):
+    """The root of every error the governor raises on purpose."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigIssue:
+    """One problem in one file, located as precisely as the file format allows.
+
+    Attributes:
+        path: The file the problem is in.
+        line: 1-based line, or 0 when the problem concerns the file as a whole.
+        column: 1-based column, or 0 when unknown.
+        key_path: Dotted key path inside the document (``instances.main.base_url``), or "".
+        message: What is wrong and, where it helps, what to do.
+    """
+
+    path: Path
+    line: int
+    column: int
+    key_path: str
+    message: str
+
+    def render(self) -> str:
+        """Render as ``path:line:col: message``, the format editors and CI annotators read."""
+        where = f"{self.key_path}: " if self.key_path else ""
+        return f"{self.path}:{self.line}:{self.column}: {where}{self.message}"
+
+
+class ConfigError(GovernorError):
+    """A configuration or policy file is invalid; ``issues`` lists every problem found."""
+
+    def __init__(self, issues: list[ConfigIssue]) -> None:
+        self.issues = tuple(issues)
+        super().__init__("\n".join(issue.render() for issue in self.issues))
+
+
+class SecretError(GovernorError):
+    """A secret the configuration needs is missing or unreadable. Never holds the value."""
+
+
+class ControlError(GovernorError):
+    """Talking to the running daemon over its control socket failed."""
+
+
+class DaemonNotRunningError(ControlError):
+    """No daemon is listening on the control socket."""
+
+
+class TaskCrashedError(GovernorError):
+    """An eternal task of the supervisor ended or crashed, so the daemon must stop."""

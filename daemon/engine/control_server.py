@@ -1,0 +1,134 @@
+"""The control socket: a local Unix socket through which the CLI talks to the daemon.
+
+Access is restricted by file permissions (the socket is created ``0600`` inside a directory
+the daemon owns) and double-checked with the peer's credentials (``SO_PEERCRED``): only the
+daemon's own user and root may talk to it. Each command handler receives the caller's
+identity, so that a later approval can name the local user who gave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pwd
+import socket
+import struct
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from daemon.core.control_protocol import MAX_LINE_BYTES, ControlReply, ControlRequest
+from daemon.core.errors import ControlError, GovernorError
+from daemon.engine.supervisor import Readiness
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is on the other end of the socket, from the kernel's point of view."""
+
+    pid: int
+    uid: int
+    user: str
+
+
+Handler = Callable[[ControlRequest, Caller], Awaitable[Any]]
+
+
+async def serve_control_socket(
+    path: Path, handlers: Mapping[str, Handler], readiness: Readiness
+) -> None:
+    """Accept control connections on ``path`` until cancelled, then remove the socket."""
+    _claim_socket_path(path)
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            await _serve_connection(reader, writer, handlers)
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    previous_umask = os.umask(0o177)  # the socket is born 0600: no window for other users
+    try:
+        server = await asyncio.start_unix_server(on_connection, path=path, limit=MAX_LINE_BYTES)
+    finally:
+        os.umask(previous_umask)
+    try:
+        log.info("control socket listening", extra={"path": str(path)})
+        readiness.started()
+        await server.serve_forever()
+    finally:
+        server.close()
+        _remove_socket(path)
+
+
+def _claim_socket_path(path: Path) -> None:
+    """Make the socket's directory, and clear a stale socket left by a crashed daemon."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists() and not path.is_symlink():
+        return
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            path.unlink(missing_ok=True)
+            log.info("removed a stale control socket", extra={"path": str(path)})
+            return
+    message = f"another governor is already listening on {path}"
+    raise ControlError(message)
+
+
+async def _serve_connection(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, handlers: Mapping[str, Handler]
+) -> None:
+    caller = _caller_of(writer)
+    if caller.uid not in (0, os.getuid()):
+        log.warning("control connection refused", extra={"uid": caller.uid, "pid": caller.pid})
+        writer.write(ControlReply(ok=False, error="permission denied").encode())
+        await writer.drain()
+        return
+    while line := await _read_line(reader):
+        reply = await _dispatch(line, caller, handlers)
+        writer.write(reply.encode())
+        await writer.drain()
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await reader.readline()
+    except (asyncio.LimitOverrunError, ValueError):
+        return b""  # an oversized line ends the conversation
+
+
+async def _dispatch(line: bytes, caller: Caller, handlers: Mapping[str, Handler]) -> ControlReply:
+    try:
+        request = ControlRequest.decode(line)
+        handler = handlers.get(request.command)
+        if handler is None:
+            known = ", ".join(sorted(handlers))
+            return ControlReply(
+                ok=False, error=f"unknown command {request.command!r} (known: {known})"
+            )
+        return ControlReply(ok=True, result=await handler(request, caller))
+    except GovernorError as exc:
+        return ControlReply(ok=False, error=str(exc))
+
+
+def _caller_of(writer: asyncio.StreamWriter) -> Caller:
+    sock = writer.get_extra_info("socket")
+    credentials = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", credentials)
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    return Caller(pid=pid, uid=uid, user=user)
+
+
+def _remove_socket(path: Path) -> None:
+    path.unlink(missing_ok=True)

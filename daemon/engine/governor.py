@@ -1,0 +1,181 @@
+"""The governor daemon: its eternal tasks, its configuration in force, and its reloads.
+
+:class:`Governor` owns the state that outlives one task (the configuration in force and the
+reload history) and builds the list of eternal tasks for :func:`supervise`. Signal handling
+stays in ``daemon.app``: a handler only calls :meth:`Governor.request_reload` or
+:meth:`Governor.request_stop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from daemon.core.clock import Clock
+from daemon.core.config_files import load_config
+from daemon.core.control_protocol import ControlRequest
+from daemon.core.errors import ConfigError
+from daemon.core.settings import GovernorConfig
+from daemon.core.version import __version__
+from daemon.engine.control_server import Caller, Handler, serve_control_socket
+from daemon.engine.own_metrics import OwnMetrics, create_own_metrics, serve_metrics
+from daemon.engine.service_manager import ServiceManager
+from daemon.engine.supervisor import EternalTask, Readiness, supervise
+
+log = logging.getLogger(__name__)
+
+# Settings that belong to sockets and files opened once at start; a reload cannot move them.
+_RESTART_ONLY = ("control", "metrics", "governor.state_dir")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConfig:
+    """A validated configuration and when it was loaded."""
+
+    config: GovernorConfig
+    path: Path
+    loaded_at: datetime
+
+
+class Governor:
+    """The daemon: builds its tasks, serves status, reloads its configuration."""
+
+    def __init__(self, loaded: LoadedConfig, clock: Clock, manager: ServiceManager) -> None:
+        self._loaded = loaded
+        self._clock = clock
+        self._manager = manager
+        self._metrics: OwnMetrics = create_own_metrics(clock)
+        self._stop = asyncio.Event()
+        self._reload = asyncio.Event()
+        self._started_at = clock.monotonic()
+        self._state = "starting"
+        self._last_reload_error = ""
+        self._tasks = self._eternal_tasks()
+
+    @property
+    def config(self) -> GovernorConfig:
+        """The configuration in force."""
+        return self._loaded.config
+
+    @property
+    def metrics(self) -> OwnMetrics:
+        """The governor's own metrics."""
+        return self._metrics
+
+    def request_stop(self) -> None:
+        """Begin a graceful stop (safe to call from a signal handler)."""
+        if not self._stop.is_set():
+            self._state = "stopping"
+            self._manager.stopping()
+            self._manager.status("stopping")
+            self._stop.set()
+
+    def request_reload(self) -> None:
+        """Reload configuration and policies at the next opportunity."""
+        self._reload.set()
+
+    async def run(self) -> None:
+        """Run every eternal task until a stop is requested or one of them crashes."""
+        self._manager.status("starting")
+        await supervise(self._tasks, self._stop, on_ready=self._on_ready)
+
+    def _on_ready(self) -> None:
+        self._state = "ready"
+        self._metrics.ready.set(1)
+        self._manager.ready(self._status_line())
+
+    def _status_line(self) -> str:
+        return f"ready: config {self._loaded.path}, {len(self._tasks)} tasks"
+
+    def _eternal_tasks(self) -> list[EternalTask]:
+        config = self._loaded.config
+        tasks = [
+            EternalTask("control socket server", self._serve_control),
+            EternalTask("configuration reloader", self._reload_on_request),
+        ]
+        if config.metrics.enabled:
+            tasks.append(EternalTask("metrics endpoint", self._serve_metrics))
+        if self._manager.watchdog_interval() is not None:
+            tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
+        return tasks
+
+    async def _serve_control(self, readiness: Readiness) -> None:
+        handlers: Mapping[str, Handler] = {"status": self._handle_status}
+        await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
+
+    async def _serve_metrics(self, readiness: Readiness) -> None:
+        section = self._loaded.config.metrics
+        await serve_metrics(self._metrics, section.listen_host, section.listen_port, readiness)
+
+    async def _ping_watchdog(self, readiness: Readiness) -> None:
+        interval = self._manager.watchdog_interval()
+        assert interval is not None  # the task exists only when a watchdog is armed
+        readiness.started()
+        while True:
+            # Pings come from the event loop itself: a blocked loop stops them, and systemd
+            # then restarts a daemon that can no longer act.
+            self._manager.watchdog()
+            await asyncio.sleep(interval)
+
+    async def _reload_on_request(self, readiness: Readiness) -> None:
+        readiness.started()
+        while True:
+            await self._reload.wait()
+            self._reload.clear()
+            self._apply_reload()
+
+    def _apply_reload(self) -> None:
+        self._manager.reloading()
+        path = self._loaded.path
+        try:
+            new = load_config(path)
+        except ConfigError as exc:
+            self._reject_reload(exc)
+            return
+        for section in _RESTART_ONLY:
+            if _get(new, section) != _get(self._loaded.config, section):
+                log.warning("setting changes only on restart", extra={"setting": section})
+        self._loaded = LoadedConfig(new, path, self._clock.wall())
+        self._last_reload_error = ""
+        logging.getLogger().setLevel(new.logging.level)
+        self._metrics.config_reloads.labels(outcome="applied").inc()
+        self._metrics.config_loaded_timestamp.set(self._loaded.loaded_at.timestamp())
+        log.info("configuration reloaded", extra={"path": str(path)})
+        self._manager.ready(self._status_line())
+
+    def _reject_reload(self, error: ConfigError) -> None:
+        """Keep the configuration in force and say, per problem, where the new one is wrong."""
+        self._last_reload_error = str(error)
+        self._metrics.config_reloads.labels(outcome="rejected").inc()
+        for issue in error.issues:
+            log.error(
+                "reload rejected; keeping the configuration in force",
+                extra={"where": issue.render()},
+            )
+        first = error.issues[0].render()
+        self._manager.ready(f"reload rejected, old configuration kept: {first}")
+
+    async def _handle_status(self, _request: ControlRequest, _caller: Caller) -> dict[str, Any]:
+        return {
+            "version": __version__,
+            "pid": os.getpid(),
+            "state": self._state,
+            "uptime_s": round(self._clock.monotonic() - self._started_at, 3),
+            "config_path": str(self._loaded.path),
+            "config_loaded_at": self._loaded.loaded_at.isoformat(),
+            "last_reload_error": self._last_reload_error,
+            "tasks": [task.name for task in self._tasks],
+        }
+
+
+def _get(config: GovernorConfig, dotted: str) -> Any:
+    value: Any = config
+    for part in dotted.split("."):
+        value = getattr(value, part)
+    return value

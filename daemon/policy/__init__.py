@@ -1,0 +1,3 @@
+"""Policy specs and their pure evaluation."""
+
+from __future__ import annotations
