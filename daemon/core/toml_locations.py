@@ -84,6 +84,33 @@ def _bracket_balance(text: str) -> int:
     return balance
 
 
+def _open_multiline_after(text: str, open_marker: str | None) -> str | None:
+    """Which multi-line string (``\"\"\"`` or ``'''``) is still open at the end of ``text``."""
+    index = 0
+    while index < len(text):
+        if open_marker is not None:
+            end = text.find(open_marker, index)
+            if end < 0:
+                return open_marker
+            index, open_marker = end + 3, None
+        elif text.startswith(('"""', "'''"), index):
+            open_marker = text[index : index + 3]
+            index += 3
+        elif text[index] == '"':
+            index += 1
+            while index < len(text) and text[index] != '"':
+                index += 2 if text[index] == "\\" else 1
+            index += 1
+        elif text[index] == "'":
+            end = text.find("'", index + 1)
+            index = end + 1 if end >= 0 else len(text)
+        elif text[index] == "#":
+            return None
+        else:
+            index += 1
+    return open_marker
+
+
 def locate_keys(text: str) -> dict[KeyPath, Location]:
     """Map each key path written in ``text`` to where it is written.
 
@@ -97,8 +124,7 @@ def locate_keys(text: str) -> dict[KeyPath, Location]:
     continuation_depth = 0
     for number, raw_line in enumerate(text.splitlines(), start=1):
         if open_multiline is not None:
-            if raw_line.count(open_multiline) % 2 == 1:
-                open_multiline = None
+            open_multiline = _open_multiline_after(raw_line, open_multiline)
             continue
         line = _strip_comment(raw_line)
         if continuation_depth > 0:
@@ -120,10 +146,8 @@ def locate_keys(text: str) -> dict[KeyPath, Location]:
                 locations.setdefault(
                     (*current, *key[:depth]), Location(number, len(match.group(1)) + 1)
                 )
-            value = line[match.end() :]
-            for marker in ('"""', "'''"):
-                if value.count(marker) % 2 == 1:
-                    open_multiline = marker
+            value = raw_line[match.end() :]
+            open_multiline = _open_multiline_after(value, None)
             if open_multiline is None:
                 continuation_depth = max(_bracket_balance(value), 0)
     return locations

@@ -1,0 +1,53 @@
+"""Secrets reach the daemon through the environment or systemd credentials, never its logs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from daemon.app.control_client import call_daemon
+from tests.support.daemon import running_daemon, write_config
+
+BOT_TOKEN = "xoxb-1234567890-never-log-me"
+APP_TOKEN = "xapp-1-A0000-never-log-me-either"
+SIGNING_SECRET = "8f14e45fceea167a5a36dedd4bea2543"
+
+
+def test_secrets_from_env_and_credentials_stay_out_of_logs_and_status(short_tmp: Path) -> None:
+    credentials = short_tmp / "credentials"
+    credentials.mkdir()
+    (credentials / "slack_signing_secret").write_text(SIGNING_SECRET)
+    config = write_config(short_tmp, extra='[slack]\nenabled = true\nchannel = "C0TEST"\n')
+    env = {
+        "VLLM_GOVERNOR_SLACK_BOT_TOKEN": BOT_TOKEN,
+        "VLLM_GOVERNOR_SLACK_APP_TOKEN": APP_TOKEN,
+        "CREDENTIALS_DIRECTORY": str(credentials),
+    }
+    with running_daemon(config, env=env) as daemon:
+        daemon.wait_for("READY=1")
+        status = call_daemon(short_tmp / "control.sock", "status")
+        daemon.signal(signal.SIGHUP)
+        daemon.wait_for("RELOADING=1")
+        daemon.wait_for("READY=1")
+        daemon.signal(signal.SIGTERM)
+        assert daemon.process.wait(timeout=10) == 0
+    everything = daemon.log_text() + repr(status) + "".join(daemon.messages)
+    assert daemon.log_records(), "the daemon logged nothing, so this test would prove nothing"
+    for secret in (BOT_TOKEN, APP_TOKEN, SIGNING_SECRET):
+        assert secret not in everything
+
+
+def test_a_secret_written_into_the_config_is_refused_without_echoing_it(short_tmp: Path) -> None:
+    config = write_config(short_tmp, extra=f'[slack]\nbot_token = "{BOT_TOKEN}"\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "daemon.app.cli", "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "slack.bot_token: secrets are never read from the config file" in result.stdout
+    assert "VLLM_GOVERNOR_SLACK_BOT_TOKEN" in result.stdout
+    assert BOT_TOKEN not in result.stdout + result.stderr

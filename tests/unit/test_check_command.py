@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from daemon.app.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_valid_config_and_policy_exit_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "p.yaml"
+    policy.write_text("name: kv-thrash\n")
+    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(policy)]) == 0
+    assert capsys.readouterr().out.strip() == "ok: 2 file(s) valid"
+
+
+@pytest.mark.parametrize(
+    ("config_text", "expected"),
+    [
+        ("[governor\n", ":1:10: TOML syntax error"),
+        ("[metrics]\n\nportt = 1\n", ":3:1: metrics.portt: unknown key"),
+        ("[metrics]\nenabled = 1\n", ":2:1: metrics.enabled: Input should be a valid boolean"),
+    ],
+)
+def test_broken_config_exits_one_with_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], config_text: str, expected: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(config_text)
+    assert main(["check", "--config", str(config)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    assert out[0].startswith(f"{config}{expected}")
+
+
+def test_policy_problems_are_listed_one_per_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "bad.yaml").write_text("name: x\n  when: [unclosed\n")
+    (tmp_path / "list.yml").write_text("- a\n")
+    (tmp_path / "notes.txt").write_text("not a policy")
+    code = main(
+        ["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path), "/nope.yaml"]
+    )
+    assert code == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "/nope.yaml:0:0: no such file or directory",
+        f"{tmp_path / 'bad.yaml'}:2:7: YAML syntax error: mapping values are not allowed here",
+        f"{tmp_path / 'list.yml'}:1:1: the top level must be a mapping, not list",
+    ]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out.startswith("vllm-governor 0.1.0")
+
+
+def test_no_command_prints_help_and_exits_two(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert "run" in capsys.readouterr().err

@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from daemon.core.config_files import load_config, parse_config
+from daemon.core.errors import ConfigError
+from daemon.core.settings import GovernorConfig
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "config.example.toml"
+WHERE = Path("/etc/vllm-governor/config.toml")
+
+
+def _issues(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, WHERE)
+    return [issue.render() for issue in caught.value.issues]
+
+
+def test_an_empty_file_means_every_default() -> None:
+    assert parse_config("", WHERE) == GovernorConfig()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[governor]\nstate_dir = \n", f"{WHERE}:2:13: TOML syntax error: Invalid value"),
+        ("[governor\n", f"{WHERE}:1:10: TOML syntax error:"),
+        ('x = "unterminated\n', f"{WHERE}:1:"),
+        ("[metrics]\nlisten_prot = 1\n", f"{WHERE}:2:1: metrics.listen_prot: unknown key"),
+        (
+            "\n\n[metrics]\nlisten_port = '9877'\n",
+            f"{WHERE}:4:1: metrics.listen_port: Input should be a valid integer",
+        ),
+        (
+            "[metrics]\nenabled = 'yes'\n",
+            f"{WHERE}:2:1: metrics.enabled: Input should be a valid boolean",
+        ),
+        (
+            "[metrics]\nlisten_port = 70000\n",
+            f"{WHERE}:2:1: metrics.listen_port: Input should be less than or equal to 65535",
+        ),
+        (
+            "[governor]\nevaluation_interval_s = 0\n",
+            f"{WHERE}:2:1: governor.evaluation_interval_s: Input should be greater than 0",
+        ),
+        (
+            "[governor]\nevaluation_interval_s = nan\n",
+            f"{WHERE}:2:1: governor.evaluation_interval_s:",
+        ),
+        (
+            "[logging]\nlevel = 'LOUD'\n",
+            f"{WHERE}:2:1: logging.level: Input should be 'DEBUG', 'INFO', 'WARNING' or 'ERROR'",
+        ),
+        (
+            "[nonsense]\na = 1\n",
+            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, logging, metrics, slack)",
+        ),
+        ("governor = 3\n", f"{WHERE}:1:1: governor: Input should be an object"),
+        (
+            "[slack]\nsigning_secret = 'abc'\n",
+            f"{WHERE}:2:1: slack.signing_secret: secrets are never read from the config file: set VLLM_GOVERNOR_SLACK_SIGNING_SECRET",
+        ),
+    ],
+)
+def test_each_problem_names_file_line_column_and_key(text: str, expected: str) -> None:
+    issues = _issues(text)
+    assert len(issues) == 1, issues
+    assert issues[0].startswith(expected), issues
+
+
+def test_every_problem_is_reported_at_once_in_file_order() -> None:
+    issues = _issues("[metrics]\nlisten_port = 'x'\nbogus = 1\n[logging]\nlevel = 1\n")
+    assert [issue.split(": ")[0] for issue in issues] == [
+        f"{WHERE}:2:1",
+        f"{WHERE}:3:1",
+        f"{WHERE}:5:1",
+    ]
+
+
+def test_unreadable_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read the file"):
+        load_config(tmp_path / "absent.toml")
+
+
+def test_the_example_config_is_valid() -> None:
+    load_config(EXAMPLE)
+
+
+def _field_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    paths: set[tuple[str, ...]] = set()
+    for name, field in model.model_fields.items():
+        annotation: Any = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            paths |= _field_paths(annotation, (*prefix, name))
+        else:
+            paths.add((*prefix, name))
+    return paths
+
+
+def _written_paths(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    paths: set[tuple[str, ...]] = set()
+    for key, value in document.items():
+        if isinstance(value, dict):
+            paths |= _written_paths(value, (*prefix, key))
+        else:
+            paths.add((*prefix, key))
+    return paths
+
+
+def test_the_example_config_sets_and_documents_every_field() -> None:
+    text = EXAMPLE.read_text()
+    written = _written_paths(tomllib.loads(text))
+    assert written == _field_paths(GovernorConfig)
+    lines = text.splitlines()
+    for number, line in enumerate(lines):
+        if "=" in line and not line.lstrip().startswith(("#", "[")):
+            assert lines[number - 1].lstrip().startswith("#"), f"field without a comment: {line}"

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from daemon.app.logging_setup import REDACTED, JsonFormatter, SecretRedactor, TextFormatter
+
+
+def _record(msg: str, *args: object, **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("daemon.x", logging.INFO, __file__, 1, msg, args, None)
+    record.__dict__.update(extra)
+    return record
+
+
+def test_json_lines_carry_extra_fields() -> None:
+    line = JsonFormatter().format(_record("reloaded %s", "ok", path="/etc/x", count=2))
+    document = json.loads(line)
+    assert document["msg"] == "reloaded ok"
+    assert (document["level"], document["logger"]) == ("info", "daemon.x")
+    assert (document["path"], document["count"]) == ("/etc/x", 2)
+    assert document["ts"].endswith("+00:00")
+
+
+def test_text_lines_append_extra_fields() -> None:
+    assert (
+        TextFormatter().format(_record("hello", task="evaluator")).endswith("hello task=evaluator")
+    )
+
+
+@pytest.mark.parametrize("formatter", [JsonFormatter(), TextFormatter()])
+def test_redactor_removes_secrets_from_messages_arguments_and_fields(
+    formatter: logging.Formatter,
+) -> None:
+    secret = "xoxb-super-secret"
+    record = _record("token %s leaked", secret, detail=f"in {secret} too")
+    assert SecretRedactor([secret, ""]).filter(record)
+    rendered = formatter.format(record)
+    assert secret not in rendered
+    assert rendered.count(REDACTED) == 2
