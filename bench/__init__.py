@@ -1,0 +1,3 @@
+"""Benchmarks: each prints ratios against a baseline measured in the same run."""
+
+from __future__ import annotations
