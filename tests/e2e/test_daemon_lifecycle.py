@@ -171,3 +171,21 @@ def test_run_with_broken_config_exits_78_naming_the_line(short_tmp: Path) -> Non
     )
     assert result.returncode == 78
     assert f"{config}:{line}:1: logging.frmat: unknown key" in result.stderr
+
+
+def test_a_stop_that_overruns_its_deadline_ends_the_process_with_70() -> None:
+    # A stuck stop cannot be provoked through the daemon's public surface, so the last-resort
+    # timer is exercised on its own, in a process whose main thread is blocked for good.
+    program = (
+        "import logging, sys, time\n"
+        "from daemon.app.logging_setup import configure_logging\n"
+        "from daemon.app.commands.run import _arm_last_resort\n"
+        "configure_logging('INFO', 'json')\n"
+        "_arm_last_resort(0.3)\n"
+        "time.sleep(30)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=20, check=False
+    )
+    assert result.returncode == 70
+    assert "graceful stop exceeded its deadline" in result.stdout
