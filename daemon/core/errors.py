@@ -7,6 +7,9 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     ├── ConfigError                 a configuration or policy file is invalid
     │                               (one ConfigIssue per problem: file, line, column, key path)
     ├── SecretError                 a secret is missing or unreadable (never carries the value)
+    ├── SourceError                 a source could not produce samples this time (retried)
+    │   ├── SourceUnavailable       the far end refused or timed out (e.g. vLLM still loading)
+    │   └── MetricsParseError       the far end answered something that is not usable metrics
     ├── ControlError                talking to the running daemon over its control socket failed
     │   └── DaemonNotRunningError   no daemon listens on the control socket
     └── TaskCrashedError            an eternal task of the supervisor ended or crashed
@@ -56,6 +59,26 @@ class ConfigError(GovernorError):
 
 class SecretError(GovernorError):
     """A secret the configuration needs is missing or unreadable. Never holds the value."""
+
+
+class SourceError(GovernorError):
+    """A source could not produce samples this time; its runner retries with backoff.
+
+    ``detail`` is a short machine-readable qualifier of the source's state (``starting``,
+    ``unhealthy``) shown in status; the message is for people.
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+
+class SourceUnavailable(SourceError):
+    """The far end refused the connection or did not answer in time."""
+
+
+class MetricsParseError(SourceError):
+    """The far end answered, but not with metrics the governor can use."""
 
 
 class ControlError(GovernorError):

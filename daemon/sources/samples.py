@@ -1,0 +1,60 @@
+"""What sources produce: timestamped samples of named, labelled series.
+
+A sample knows which source observed it and when (on the loop's monotonic clock), so its age
+is always known and stale data can never pass for fresh. Histograms travel as one sample per
+cumulative bucket (label ``le``) plus ``_count`` and ``_sum`` series, as Prometheus exposes
+them; windowed quantiles are derived from bucket deltas in the signal store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+Labels = tuple[tuple[str, str], ...]
+
+
+def labels_of(mapping: Mapping[str, str]) -> Labels:
+    """Labels in their canonical form: sorted ``(name, value)`` pairs."""
+    return tuple(sorted(mapping.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesKey:
+    """One series: a canonical signal name and its labels.
+
+    Attributes:
+        name: Canonical, version-independent signal name (``vllm_num_requests_running``).
+        labels: Sorted label pairs; ``instance`` names the configured target.
+    """
+
+    name: str
+    labels: Labels = ()
+
+    def label(self, name: str) -> str | None:
+        """The value of label ``name``, or None."""
+        for key, value in self.labels:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One observed value of one series.
+
+    Attributes:
+        key: The series.
+        value: The observed value (counters are cumulative, as exposed).
+        at: Loop-clock time of the observation, in seconds.
+        source: Name of the source that observed it (``vllm/main``, ``nvml``, ``mqtt``).
+    """
+
+    key: SeriesKey
+    value: float
+    at: float
+    source: str
+
+    def age(self, now: float) -> float:
+        """Seconds since the observation, on the same clock as ``at``."""
+        return now - self.at
