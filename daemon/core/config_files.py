@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -98,12 +99,19 @@ def _validation_issues(
 def _allowed_keys(parent: KeyPath) -> list[str]:
     """The keys the schema accepts under ``parent``, or [] when it cannot tell."""
     model: Any = GovernorConfig
+    entry_expected = False  # the previous part was a table of named entries
     for part in parent:
+        if entry_expected:
+            entry_expected = False
+            continue
         field = getattr(model, "model_fields", {}).get(part)
         if field is None:
             return []
         model = field.annotation
-    return sorted(getattr(model, "model_fields", {}))
+        if typing.get_origin(model) is dict:
+            model = typing.get_args(model)[1]
+            entry_expected = True
+    return [] if entry_expected else sorted(getattr(model, "model_fields", {}))
 
 
 def _message(error: Any) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
 
 class _Section(BaseModel):
@@ -20,6 +20,8 @@ class _Section(BaseModel):
 
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Port = Annotated[int, Field(ge=0, le=65535)]
+# Instance names appear in labels, unit names and Slack messages: keep them plain.
+InstanceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 
 
 class GovernorSection(_Section):
@@ -59,6 +61,30 @@ class SlackSection(_Section):
     channel: str = ""
 
 
+class SignalsSection(_Section):
+    """Bounds of the in-memory signal store."""
+
+    points_per_series: Annotated[int, Field(ge=2, le=100_000)] = 512
+    max_series: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+
+
+class InstanceSection(_Section):
+    """One vLLM server on this host, as the governor observes it."""
+
+    base_url: str
+    scrape_interval_s: Seconds = 2.0
+    scrape_timeout_s: Seconds = 1.5
+    stale_after_s: Seconds = 10.0
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_only(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            message = "must be an http:// or https:// URL"
+            raise ValueError(message)
+        return value.rstrip("/")
+
+
 class GovernorConfig(_Section):
     """The whole of ``config.toml``."""
 
@@ -67,3 +93,5 @@ class GovernorConfig(_Section):
     metrics: MetricsSection = MetricsSection()
     logging: LoggingSection = LoggingSection()
     slack: SlackSection = SlackSection()
+    signals: SignalsSection = SignalsSection()
+    instances: dict[InstanceName, InstanceSection] = {}

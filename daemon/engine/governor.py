@@ -20,18 +20,20 @@ from typing import Any
 from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
-from daemon.core.errors import ConfigError
+from daemon.core.errors import ConfigError, ControlError
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.own_metrics import OwnMetrics, create_own_metrics, serve_metrics
 from daemon.engine.service_manager import ServiceManager
+from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.supervisor import EternalTask, Readiness, supervise
 
 log = logging.getLogger(__name__)
 
-# Settings that belong to sockets and files opened once at start; a reload cannot move them.
-_RESTART_ONLY = ("control", "metrics", "governor.state_dir")
+# Settings read once at start (sockets, files, the sources and their store); a reload warns
+# that they changed and keeps the running values until a restart.
+_RESTART_ONLY = ("control", "metrics", "governor.state_dir", "signals", "instances")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +53,7 @@ class Governor:
         self._clock = clock
         self._manager = manager
         self._metrics: OwnMetrics = create_own_metrics(clock)
+        self._signals = SignalPlane(loaded.config, clock, self._metrics.registry)
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._started_at = clock.monotonic()
@@ -101,12 +104,16 @@ class Governor:
         ]
         if config.metrics.enabled:
             tasks.append(EternalTask("metrics endpoint", self._serve_metrics))
+        tasks.extend(self._signals.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks
 
     async def _serve_control(self, readiness: Readiness) -> None:
-        handlers: Mapping[str, Handler] = {"status": self._handle_status}
+        handlers: Mapping[str, Handler] = {
+            "status": self._handle_status,
+            "signals": self._handle_signals,
+        }
         await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
 
     async def _serve_metrics(self, readiness: Readiness) -> None:
@@ -171,7 +178,15 @@ class Governor:
             "config_loaded_at": self._loaded.loaded_at.isoformat(),
             "last_reload_error": self._last_reload_error,
             "tasks": [task.name for task in self._tasks],
+            "sources": self._signals.source_status(),
         }
+
+    async def _handle_signals(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
+        prefix = request.args.get("prefix", "")
+        if not isinstance(prefix, str):
+            message = "'prefix' must be a string"
+            raise ControlError(message)
+        return {"signals": self._signals.readings(prefix), "sources": self._signals.source_status()}
 
 
 def _get(config: GovernorConfig, dotted: str) -> Any:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import tomllib
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +60,7 @@ def test_an_empty_file_means_every_default() -> None:
         ),
         (
             "[nonsense]\na = 1\n",
-            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, logging, metrics, slack)",
+            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, instances, logging, metrics, signals, slack)",
         ),
         ("governor = 3\n", f"{WHERE}:1:1: governor: Input should be an object"),
         (
@@ -92,22 +93,35 @@ def test_the_example_config_is_valid() -> None:
     load_config(EXAMPLE)
 
 
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
 def _field_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """Every leaf field of the schema; a table of named entries contributes ``*``."""
     paths: set[tuple[str, ...]] = set()
     for name, field in model.model_fields.items():
         annotation: Any = field.annotation
-        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        if _is_model(annotation):
             paths |= _field_paths(annotation, (*prefix, name))
+        elif typing.get_origin(annotation) is dict and _is_model(typing.get_args(annotation)[1]):
+            paths |= _field_paths(typing.get_args(annotation)[1], (*prefix, name, "*"))
         else:
             paths.add((*prefix, name))
     return paths
 
 
-def _written_paths(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+def _written_paths(
+    document: dict[str, Any], schema: type[BaseModel], prefix: tuple[str, ...] = ()
+) -> set[tuple[str, ...]]:
     paths: set[tuple[str, ...]] = set()
     for key, value in document.items():
-        if isinstance(value, dict):
-            paths |= _written_paths(value, (*prefix, key))
+        annotation: Any = schema.model_fields[key].annotation
+        if _is_model(annotation):
+            paths |= _written_paths(value, annotation, (*prefix, key))
+        elif typing.get_origin(annotation) is dict and _is_model(typing.get_args(annotation)[1]):
+            for entry in value.values():
+                paths |= _written_paths(entry, typing.get_args(annotation)[1], (*prefix, key, "*"))
         else:
             paths.add((*prefix, key))
     return paths
@@ -115,9 +129,35 @@ def _written_paths(document: dict[str, Any], prefix: tuple[str, ...] = ()) -> se
 
 def test_the_example_config_sets_and_documents_every_field() -> None:
     text = EXAMPLE.read_text()
-    written = _written_paths(tomllib.loads(text))
+    written = _written_paths(tomllib.loads(text), GovernorConfig)
     assert written == _field_paths(GovernorConfig)
     lines = text.splitlines()
     for number, line in enumerate(lines):
         if "=" in line and not line.lstrip().startswith(("#", "[")):
             assert lines[number - 1].lstrip().startswith("#"), f"field without a comment: {line}"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            '[instances.Main]\nbase_url = "http://127.0.0.1:8000"\n',
+            ":1:2: instances.Main.[key]: String should match pattern",
+        ),
+        (
+            '[instances.main]\nbase_url = "ftp://x"\n',
+            ":2:1: instances.main.base_url: Value error, must be an http:// or https:// URL",
+        ),
+        (
+            "[instances.main]\nscrape_interval_s = 1.0\n",
+            ":1:2: instances.main.base_url: required key is missing",
+        ),
+        (
+            '[instances.main]\nbase_url = "http://x"\nstale_after = 3\n',
+            ":3:1: instances.main.stale_after: unknown key (allowed here: base_url, scrape_interval_s, scrape_timeout_s, stale_after_s)",
+        ),
+    ],
+)
+def test_instance_tables_are_validated_per_entry(text: str, expected: str) -> None:
+    issues = _issues(text)
+    assert issues[0].startswith(f"{WHERE}{expected}"), issues

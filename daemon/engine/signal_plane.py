@@ -1,0 +1,126 @@
+"""The signal plane: the store, the health of every source, and one polling task per source.
+
+Built from the configuration at start. A source's task reports ready after its first attempt,
+whatever the outcome, so that the evaluator starts with a first picture: a vLLM still loading
+is a known state ("starting"), not a reason to delay the daemon.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from daemon.core.clock import Clock
+from daemon.core.settings import GovernorConfig
+from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.sources.health import HealthBoard
+from daemon.sources.polling import PollingRunner, PollingSource
+from daemon.sources.store import SignalStore
+from daemon.sources.vllm_source import VllmSource
+
+
+@dataclass(frozen=True, slots=True)
+class _SourceMetrics:
+    polls: Counter
+    up: Gauge
+
+
+class SignalPlane:
+    """Owns the signal store and runs the sources that fill it."""
+
+    def __init__(self, config: GovernorConfig, clock: Clock, registry: CollectorRegistry) -> None:
+        self._clock = clock
+        self.store = SignalStore(
+            points_per_series=config.signals.points_per_series,
+            max_series=config.signals.max_series,
+        )
+        self.health = HealthBoard()
+        self._stale_after = {
+            f"vllm/{name}": instance.stale_after_s for name, instance in config.instances.items()
+        }
+        self._sources: list[PollingSource] = [
+            VllmSource(name, i.base_url, i.scrape_interval_s, i.scrape_timeout_s)
+            for name, i in config.instances.items()
+        ]
+        self._metrics = _register_metrics(registry, self.store)
+
+    def tasks(self) -> list[EternalTask]:
+        """One eternal task per source."""
+        return [
+            EternalTask(f"{source.name} poller", self._runner_for(source))
+            for source in self._sources
+        ]
+
+    def _runner_for(self, source: PollingSource) -> Any:
+        runner = PollingRunner(source, self.store, self.health, self._clock, on_poll=self._count)
+
+        async def run(readiness: Readiness) -> None:
+            await runner.run(readiness.started)
+
+        return run
+
+    def _count(self, source: str, ok: bool) -> None:
+        self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
+        self._metrics.up.labels(source=source).set(1 if ok else 0)
+
+    def readings(self, prefix: str = "") -> list[dict[str, Any]]:
+        """The newest value of every series whose name starts with ``prefix``, with its age."""
+        now = self._clock.monotonic()
+        rows = []
+        for name in sorted(self.store.names()):
+            if not name.startswith(prefix):
+                continue
+            for key in self.store.keys(name):
+                source = f"vllm/{key.label('instance')}"
+                reading = self.store.reading(key, now, self._stale_after.get(source, 10.0))
+                rows.append(
+                    {
+                        "name": key.name,
+                        "labels": dict(key.labels),
+                        "value": reading.value,
+                        "freshness": reading.freshness.value,
+                        "age_s": None if reading.age_s is None else round(reading.age_s, 3),
+                    }
+                )
+        return rows
+
+    def source_status(self) -> list[dict[str, Any]]:
+        """Health of every source, for ``vllm-governor status``."""
+        now = self._clock.monotonic()
+        return [
+            {
+                "source": health.source,
+                "state": health.state.value,
+                "detail": health.detail,
+                "for_s": round(now - health.since, 1),
+                "last_error": health.last_error,
+            }
+            for health in self.health.all()
+        ]
+
+
+def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _SourceMetrics:
+    polls = Counter(
+        "vllm_governor_source_polls",
+        "Polls of each source by outcome.",
+        ["source", "outcome"],
+        registry=registry,
+    )
+    up = Gauge(
+        "vllm_governor_source_up",
+        "1 when the source's last poll succeeded.",
+        ["source"],
+        registry=registry,
+    )
+    Gauge(
+        "vllm_governor_signal_series", "Series held in the signal store.", registry=registry
+    ).set_function(lambda: store.series_count)
+    Gauge(
+        "vllm_governor_signal_samples_dropped",
+        "Samples dropped by the store's series cap.",
+        registry=registry,
+    ).set_function(lambda: store.dropped_samples)
+
+    return _SourceMetrics(polls, up)

@@ -1,0 +1,112 @@
+"""The host source: disk usage of configured paths, load average and the number of CPUs.
+
+Disk usage is computed as ``df`` shows it: blocks reserved for root count neither as used nor
+as available, so ``host_disk_usage_ratio`` reaches 1.0 when ordinary processes (vLLM writing
+logs) can write no more. Signals: ``host_disk_usage_ratio``, ``host_disk_used_bytes``,
+``host_disk_available_bytes`` and ``host_disk_total_bytes``, labelled ``path``;
+``host_load1``, ``host_load5``, ``host_load15`` and ``host_cpu_count`` (to normalise the load).
+
+A path that cannot be read has no series (absent, never zero) and is logged once per change,
+not at every poll; the poll fails only when nothing at all could be read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Self
+
+from daemon.core.errors import SourceError
+from daemon.sources.blocking_calls import OneCallAtATime
+from daemon.sources.polling import PollResult
+from daemon.sources.samples import Sample, SeriesKey, labels_of
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    values: dict[SeriesKey, float]
+    failures: dict[Path, str]  # path -> why it could not be read
+    load_error: str | None
+
+
+class HostSource:
+    """Polls the local host."""
+
+    name = "host"
+
+    def __init__(self, interval_s: float, timeout_s: float, disk_paths: tuple[Path, ...]) -> None:
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.disk_paths = disk_paths
+        # A stuck statvfs (a dead network mount) must not pile up threads.
+        self._calls = OneCallAtATime("statvfs")
+        self._failing: set[Path] = set()
+
+    async def __aenter__(self) -> Self:
+        """Nothing to open."""
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        """Nothing to close."""
+
+    async def poll(self, now: float) -> PollResult:
+        """Read every path and the load average; fail only if nothing could be read."""
+        reading = await self._calls.run(self._read)
+        self._log_changes(reading.failures)
+        if not reading.values:
+            problems = [f"{path}: {why}" for path, why in reading.failures.items()]
+            problems.append(f"load average: {reading.load_error}")
+            raise SourceError("; ".join(problems), detail="unreadable")
+        samples = tuple(Sample(key, value, now, self.name) for key, value in reading.values.items())
+        return PollResult(samples, "some-paths-unreadable" if reading.failures else "")
+
+    def _read(self) -> _Reading:
+        values: dict[SeriesKey, float] = {}
+        failures: dict[Path, str] = {}
+        for path in self.disk_paths:
+            try:
+                values.update(_disk_values(path))
+            except OSError as exc:
+                failures[path] = exc.strerror or str(exc)
+        load_error = None
+        try:
+            load = os.getloadavg()
+        except OSError as exc:
+            load_error = exc.strerror or str(exc)
+        else:
+            for minutes, value in zip((1, 5, 15), load, strict=True):
+                values[SeriesKey(f"host_load{minutes}")] = value
+            # Every CPU of the host, not only those this process may use: the load average
+            # counts runnable tasks host-wide.
+            cpus = os.cpu_count()
+            if cpus is not None:
+                values[SeriesKey("host_cpu_count")] = float(cpus)
+        return _Reading(values, failures, load_error)
+
+    def _log_changes(self, failures: dict[Path, str]) -> None:
+        for path, why in failures.items():
+            if path not in self._failing:
+                log.warning("disk path unreadable", extra={"path": str(path), "error": why})
+        for path in self._failing - failures.keys():
+            log.info("disk path readable again", extra={"path": str(path)})
+        self._failing = set(failures)
+
+
+def _disk_values(path: Path) -> dict[SeriesKey, float]:
+    stats = os.statvfs(path)
+    used = (stats.f_blocks - stats.f_bfree) * stats.f_frsize
+    available = stats.f_bavail * stats.f_frsize
+    labels = labels_of({"path": str(path)})
+    values = {
+        SeriesKey("host_disk_used_bytes", labels): float(used),
+        SeriesKey("host_disk_available_bytes", labels): float(available),
+        SeriesKey("host_disk_total_bytes", labels): float(stats.f_blocks * stats.f_frsize),
+    }
+    # Pseudo file systems have no blocks at all: their usage is unknown, not zero.
+    if used + available > 0:
+        values[SeriesKey("host_disk_usage_ratio", labels)] = used / (used + available)
+    return values

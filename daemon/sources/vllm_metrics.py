@@ -1,0 +1,379 @@
+"""Turn the text of a vLLM ``/metrics`` page into canonical samples.
+
+The text is parsed by prometheus-client's own (maintained) text parser; this module only maps
+what it yields onto :mod:`daemon.sources.vllm_vocabulary`. Mapping works on *sample* names,
+not family names, because the parser's families are not stable across exposition styles: it
+strips ``_total`` from counter families, and a page negotiated as OpenMetrics keeps
+``# TYPE vllm:x`` while its samples read ``vllm_x``, so those samples arrive as untyped
+singletons.
+
+What the mapping honours:
+
+* ``vllm:`` and ``vllm_`` prefixes give the same canonical samples.
+* Renamed families: of the families a signal lists, only the most preferred one present on
+  the page is read, so a deprecated family shown beside its replacement is not counted twice.
+* ``_created`` series, timestamps and families outside the vocabulary are ignored; vLLM
+  families the vocabulary does not know are reported in ``unknown_families``.
+* Values that are NaN or infinite, and buckets whose ``le`` is not a number, are dropped and
+  counted: an unknown value must never pass for a measured one.
+* Data parallel: see :func:`parse_vllm_metrics`.
+
+A page the parser rejects fails as a whole, as a Prometheus scrape does: half a page read as
+if it were the whole would make absent series look like zeros.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from daemon.core.errors import MetricsParseError
+from daemon.sources.samples import Labels, Sample, SeriesKey
+from daemon.sources.vllm_vocabulary import (
+    BY_NAME,
+    KNOWN_UNUSED_FAMILIES,
+    SIGNALS,
+    Aggregation,
+    Kind,
+    Signal,
+)
+
+PREFIXES = ("vllm:", "vllm_")
+_HISTOGRAM_SUFFIXES = ("_bucket", "_count", "_sum")
+# Suffixes stripped from an unknown sample name to name its family in diagnostics.
+_SERIES_SUFFIXES = ("_bucket", "_count", "_sum", "_total")
+
+
+@dataclass(frozen=True, slots=True)
+class VllmScrape:
+    """What one ``/metrics`` page said, in canonical form, with what was odd about it.
+
+    Attributes:
+        samples: Canonical samples sorted by name and labels: per engine (label ``engine``)
+            and aggregated (no ``engine``) on data-parallel servers.
+        engines: Values of the ``engine`` label seen, sorted; empty on older servers.
+        unknown_families: vLLM families (``vllm:name``) neither mapped nor known to be unused;
+            usually a rename the vocabulary has not caught up with.
+        deprecated_families: Deprecated families read because their replacement was absent.
+        superseded_families: Deprecated families ignored because their replacement was there.
+        inconsistent_signals: Settings (aggregation ``same``) on which engines disagreed, so
+            no aggregate sample was produced for them.
+        dropped_samples: Samples of known families dropped: NaN or infinite value, or a bucket
+            bound ``le`` that is not a number.
+        duplicate_series: Series that appeared more than once on the page (the last one wins).
+        underscore_prefix: The page spelled ``vllm:`` as ``vllm_`` (an OpenMetrics answer).
+    """
+
+    samples: tuple[Sample, ...]
+    engines: tuple[str, ...] = ()
+    unknown_families: frozenset[str] = frozenset()
+    deprecated_families: frozenset[str] = frozenset()
+    superseded_families: frozenset[str] = frozenset()
+    inconsistent_signals: frozenset[str] = frozenset()
+    dropped_samples: int = 0
+    duplicate_series: int = 0
+    underscore_prefix: bool = False
+
+    @property
+    def version_hints(self) -> tuple[str, ...]:
+        """Sentences for the log about what the page says of the server's vLLM version."""
+        hints = []
+        if self.engines:
+            hints.append(f"{len(self.engines)} engine(s) labelled 'engine': vLLM V1 metrics")
+        else:
+            hints.append("no 'engine' label: an older vLLM (V0 metrics)")
+        hints.extend(
+            f"deprecated family {name} read: its replacement is absent (older vLLM)"
+            for name in sorted(self.deprecated_families)
+        )
+        hints.extend(
+            f"deprecated family {name} ignored: its replacement is on the page"
+            for name in sorted(self.superseded_families)
+        )
+        if self.unknown_families:
+            names = ", ".join(sorted(self.unknown_families))
+            hints.append(f"families the governor does not know (a newer vLLM?): {names}")
+        if self.underscore_prefix:
+            hints.append(
+                "names use 'vllm_' instead of 'vllm:': the server answered in OpenMetrics;"
+                " scrape without an Accept header"
+            )
+        return tuple(hints)
+
+
+@dataclass(frozen=True, slots=True)
+class _Route:
+    """Where samples of one exposed sample name go."""
+
+    signal: Signal
+    series: str  # canonical sample name: the signal's name plus any histogram suffix
+    family: str  # the vLLM family, with the ``vllm:`` prefix, for diagnostics
+    rank: int  # position of the family in ``signal.families``; 0 is preferred
+
+
+def _routes() -> dict[str, tuple[_Route, ...]]:
+    """Every exposed sample name the vocabulary maps, under both prefixes."""
+    routes: dict[str, list[_Route]] = {}
+    for signal in SIGNALS:
+        for rank, family in enumerate(signal.families):
+            if signal.kind is Kind.HISTOGRAM:
+                exposed = [
+                    (family + suffix, signal.name + suffix) for suffix in _HISTOGRAM_SUFFIXES
+                ]
+            elif signal.kind is Kind.COUNTER:
+                exposed = [(family + "_total", signal.name)]
+            else:
+                exposed = [(family, signal.name)]
+            for name, series in exposed:
+                route = _Route(signal, series, "vllm:" + family, rank)
+                for prefix in PREFIXES:
+                    routes.setdefault(prefix + name, []).append(route)
+    return {name: tuple(found) for name, found in routes.items()}
+
+
+_ROUTES = _routes()
+
+
+def _canonical_le(text: str) -> str | None:
+    """A bucket bound in one spelling ("1" and "1.0" are one bucket), or None if unusable."""
+    try:
+        bound = float(text)
+    except ValueError:
+        return None
+    if math.isnan(bound) or bound == -math.inf:
+        return None
+    return "+Inf" if bound == math.inf else repr(bound)
+
+
+def _info_value(labels: dict[str, str], label: str) -> float | None:
+    """The number an info family holds in ``label``; vLLM writes "None" before profiling."""
+    try:
+        value = float(labels[label])
+    except (KeyError, ValueError):
+        return None
+    return value if math.isfinite(value) else None
+
+
+_Keys = tuple[SeriesKey, SeriesKey | None]
+
+
+@lru_cache(maxsize=4096)
+def _series_keys(series: str, label_items: Labels, instance: str, info: bool) -> _Keys | None:
+    """The key of a sample and, when it belongs to one engine, the key of its aggregate.
+
+    None when its bucket bound ``le`` is not a number. Cached because a server exposes the
+    same series at every scrape, and building sorted label tuples is most of this module's
+    cost; 4096 entries hold several data-parallel servers' worth of series.
+    """
+    kept = dict(label_items)
+    if info:
+        # An info family's other labels are the settings themselves; keep only identity.
+        kept = {key: kept[key] for key in ("engine", "model_name") if key in kept}
+    elif "le" in kept:
+        bound = _canonical_le(kept["le"])
+        if bound is None:
+            return None
+        kept["le"] = bound
+    kept["instance"] = instance
+    labels = tuple(sorted(kept.items()))
+    if "engine" not in kept:
+        return SeriesKey(series, labels), None
+    without_engine = tuple(pair for pair in labels if pair[0] != "engine")
+    return SeriesKey(series, labels), SeriesKey(series, without_engine)
+
+
+@dataclass
+class _Gathered:
+    """Mutable scratch state of one parse; never leaves this module."""
+
+    instance: str
+    # signal name -> family rank -> series -> (value, key of its aggregate or None)
+    values: dict[str, dict[int, dict[SeriesKey, tuple[float, SeriesKey | None]]]] = field(
+        default_factory=dict
+    )
+    families: dict[tuple[str, int], str] = field(default_factory=dict)
+    engines: set[str] = field(default_factory=set)
+    unknown: set[str] = field(default_factory=set)
+    # Aggregates missing an engine's value: a sum over the rest would pass for the whole server.
+    incomplete: set[SeriesKey] = field(default_factory=set)
+    saw_vllm: bool = False
+    underscore: bool = False
+    dropped: int = 0
+    duplicates: int = 0
+
+    def add(self, name: str, labels: dict[str, str], value: float) -> None:
+        """Route one parsed sample."""
+        if not name.startswith(PREFIXES):
+            return
+        self.saw_vllm = True
+        routes = _ROUTES.get(name)
+        if routes is None:
+            self._note_unknown(name)
+            return
+        if name.startswith("vllm_"):
+            self.underscore = True
+        engine = labels.get("engine")
+        if engine is not None:
+            self.engines.add(engine)
+        for route in routes:
+            self._add_routed(route, labels, value)
+
+    def _add_routed(self, route: _Route, labels: dict[str, str], value: float) -> None:
+        signal = route.signal
+        info = signal.kind is Kind.INFO
+        if info:
+            found = _info_value(labels, signal.info_label)
+            if found is None:
+                return
+            value = found
+        keys = _series_keys(route.series, tuple(labels.items()), self.instance, info)
+        if keys is None:
+            self.dropped += 1
+            return
+        key, aggregate = keys
+        if not math.isfinite(value):
+            self.dropped += 1
+            if aggregate is not None:
+                self.incomplete.add(aggregate)
+            return
+        series = self.values.setdefault(signal.name, {}).setdefault(route.rank, {})
+        if key in series:
+            self.duplicates += 1
+        series[key] = (value, aggregate)
+        self.families[signal.name, route.rank] = route.family
+
+    def _note_unknown(self, name: str) -> None:
+        if name.endswith("_created"):
+            return  # creation times of counters and histograms: nothing to govern
+        family = name[len("vllm:") :]
+        for suffix in _SERIES_SUFFIXES:
+            if family.endswith(suffix):
+                family = family[: -len(suffix)]
+                break
+        if family not in KNOWN_UNUSED_FAMILIES and family + "_total" not in KNOWN_UNUSED_FAMILIES:
+            self.unknown.add("vllm:" + family)
+
+
+def _reduce(aggregation: Aggregation, values: list[float]) -> float | None:
+    """One instance-wide value from the engines' values; None when a setting disagrees."""
+    if aggregation is Aggregation.SUM:
+        return math.fsum(values)
+    if aggregation is Aggregation.MEAN:
+        return math.fsum(values) / len(values)
+    return values[0] if all(value == values[0] for value in values) else None
+
+
+def _families(text: str) -> Iterator[Metric]:
+    """The parser's families, one at a time, with only the parser's own errors translated.
+
+    The ``try`` wraps nothing but the parser's step, so a bug in the mapping surfaces as the
+    bug it is instead of passing for a malformed page.
+    """
+    families = iter(text_string_to_metric_families(text))
+    while True:
+        try:
+            family = next(families, None)
+        # The parser is lax and documents no failure modes; fuzzing only ever saw ValueError,
+        # the others are translated too so that no library error escapes to the runner.
+        except (ValueError, IndexError, KeyError, TypeError) as exc:
+            reason = str(exc)[:200] or type(exc).__name__
+            message = f"not a Prometheus text page: {reason}"
+            raise MetricsParseError(message, detail="unparsable") from exc
+        if family is None:
+            return
+        yield family
+
+
+def parse_vllm_metrics(text: str, *, instance: str, at: float, source: str) -> VllmScrape:
+    """Parse a vLLM ``/metrics`` page into canonical samples.
+
+    Every sample gets the label ``instance=<instance>`` and keeps vLLM's labels. On a
+    data-parallel server (series labelled ``engine``) each series yields its per-engine sample
+    and, grouped by the other labels, one aggregate without ``engine``: the sum for counters,
+    histogram buckets, ``_count``/``_sum`` and gauges of counts; the mean for the KV usage
+    ratio; the common value for settings (none if engines disagree). Summing counters before
+    taking rates is safe here because the engines of one server restart together, so a reset
+    of one is a reset of all. A series that vLLM itself exposes without ``engine`` is taken as
+    it is and never overwritten by an aggregate.
+
+    Args:
+        text: The page as text.
+        instance: Name of the configured vLLM instance (label ``instance``).
+        at: Loop-clock time of the scrape, stamped on every sample.
+        source: Name of the source (``vllm/main``), stamped on every sample.
+
+    Returns:
+        The canonical samples and diagnostics about the page.
+
+    Raises:
+        MetricsParseError: The text is not a Prometheus text page, or holds no ``vllm:``
+            metrics at all.
+    """
+    gathered = _Gathered(instance)
+    for family in _families(text):
+        for sample in family.samples:
+            gathered.add(sample.name, sample.labels, float(sample.value))
+    if not gathered.saw_vllm:
+        message = (
+            f"no vllm:* metrics on the page of {instance}: is --disable-log-stats set,"
+            " or is this not a vLLM server?"
+        )
+        raise MetricsParseError(message, detail="no-vllm-metrics")
+    return _canonical(gathered, at, source)
+
+
+def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
+    samples: list[Sample] = []
+    deprecated: set[str] = set()
+    superseded: set[str] = set()
+    inconsistent: set[str] = set()
+    for name, by_rank in gathered.values.items():
+        rank = min(by_rank)
+        if rank > 0:
+            deprecated.add(gathered.families[name, rank])
+        superseded.update(gathered.families[name, other] for other in by_rank if other != rank)
+        signal = BY_NAME[name]
+        explicit, groups = _emit_series(by_rank[rank], at, source, samples)
+        for key, values in groups.items():
+            if key in explicit or key in gathered.incomplete:
+                continue
+            value = _reduce(signal.aggregation, values)
+            if value is None:
+                inconsistent.add(name)
+                continue
+            samples.append(Sample(key, value, at, source))
+    samples.sort(key=lambda sample: (sample.key.name, sample.key.labels))
+    return VllmScrape(
+        samples=tuple(samples),
+        engines=tuple(sorted(gathered.engines)),
+        unknown_families=frozenset(gathered.unknown),
+        deprecated_families=frozenset(deprecated),
+        superseded_families=frozenset(superseded),
+        inconsistent_signals=frozenset(inconsistent),
+        dropped_samples=gathered.dropped,
+        duplicate_series=gathered.duplicates,
+        underscore_prefix=gathered.underscore,
+    )
+
+
+def _emit_series(
+    series_values: dict[SeriesKey, tuple[float, SeriesKey | None]],
+    at: float,
+    source: str,
+    samples: list[Sample],
+) -> tuple[set[SeriesKey], dict[SeriesKey, list[float]]]:
+    """Append each series as exposed; return those without ``engine`` and the engine groups."""
+    explicit: set[SeriesKey] = set()
+    groups: dict[SeriesKey, list[float]] = {}
+    for key, (value, aggregate) in series_values.items():
+        samples.append(Sample(key, value, at, source))
+        if aggregate is None:
+            explicit.add(key)
+        else:
+            groups.setdefault(aggregate, []).append(value)
+    return explicit, groups

@@ -1,0 +1,69 @@
+"""The daemon scraping a real HTTP server that plays vLLM, through outages."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from daemon.app.control_client import call_daemon
+from tests.support.daemon import running_daemon, write_config
+from tests.support.fixture_exporter import FixtureExporter, Script
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
+
+
+def _eventually(check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.1)
+
+
+def _running(socket: Path) -> dict[str, Any]:
+    answer = call_daemon(socket, "signals", prefix="vllm_num_requests_running")
+    rows = [row for row in answer["signals"] if "engine" not in row["labels"]]
+    return {"row": rows[0] if rows else None, "source": answer["sources"][0]}
+
+
+def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with FixtureExporter(Script(metrics=page)) as exporter:
+        instance = (
+            "[instances.main]\n"
+            f'base_url = "{exporter.base_url}"\n'
+            "scrape_interval_s = 0.2\nscrape_timeout_s = 1.0\nstale_after_s = 1.0\n"
+        )
+        config = write_config(short_tmp, extra=instance)
+        socket = short_tmp / "control.sock"
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+            fresh = _eventually(lambda: (s := _running(socket))["row"] and s)
+            assert fresh["row"]["freshness"] == "fresh"
+            assert fresh["source"]["state"] == "up"
+
+            exporter.stop()
+            # A request cut off mid-answer reads "unreachable"; the refusals after it, "starting".
+            down = _eventually(
+                lambda: (
+                    (s := _running(socket))["source"]["detail"] == "starting"
+                    and s["row"]["freshness"] == "stale"
+                    and s
+                )
+            )
+            assert down["row"]["value"] is None, "stale data must never show a value"
+            assert down["source"]["state"] == "down"
+            assert daemon.process.poll() is None
+
+            exporter.start()
+            _eventually(lambda: _running(socket)["row"]["freshness"] == "fresh")
+            records = daemon.log_records()
+            changes = [r["msg"] for r in records if r["msg"] in ("source up", "source down")]
+            # One line per state change, not per failed poll (dozens of polls failed meanwhile).
+            assert changes[0] == changes[-1] == "source up", changes
+            assert changes[1:-1] in (["source down"], ["source down", "source down"]), changes
