@@ -68,6 +68,33 @@ class SignalsSection(_Section):
     max_series: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
 
 
+class NvmlSourceSection(_Section):
+    """GPU state through NVIDIA's management library."""
+
+    enabled: bool = True
+    interval_s: Seconds = 5.0
+    timeout_s: Seconds = 3.0
+    stale_after_s: Seconds = 30.0
+    library_path: str = ""
+
+
+class HostSourceSection(_Section):
+    """Disk usage and load of this host."""
+
+    enabled: bool = True
+    interval_s: Seconds = 10.0
+    timeout_s: Seconds = 3.0
+    stale_after_s: Seconds = 60.0
+    disk_paths: tuple[Path, ...] = (Path("/"),)
+
+
+class SourcesSection(_Section):
+    """Sources other than the vLLM instances themselves."""
+
+    nvml: NvmlSourceSection = NvmlSourceSection()
+    host: HostSourceSection = HostSourceSection()
+
+
 class InstanceSection(_Section):
     """One vLLM server on this host, as the governor observes it."""
 
@@ -94,4 +121,5 @@ class GovernorConfig(_Section):
     logging: LoggingSection = LoggingSection()
     slack: SlackSection = SlackSection()
     signals: SignalsSection = SignalsSection()
+    sources: SourcesSection = SourcesSection()
     instances: dict[InstanceName, InstanceSection] = {}

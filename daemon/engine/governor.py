@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # Settings read once at start (sockets, files, the sources and their store); a reload warns
 # that they changed and keeps the running values until a restart.
-_RESTART_ONLY = ("control", "metrics", "governor.state_dir", "signals", "instances")
+_RESTART_ONLY = ("control", "metrics", "governor.state_dir", "signals", "sources", "instances")
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,9 +16,14 @@ from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.sources.health import HealthBoard
+from daemon.sources.host_source import HostSource
+from daemon.sources.nvml_source import NvmlSource
 from daemon.sources.polling import PollingRunner, PollingSource
 from daemon.sources.store import SignalStore
 from daemon.sources.vllm_source import VllmSource
+
+# For series whose source is unknown (none today): as strict as the strictest default.
+_DEFAULT_STALE_AFTER_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,13 +42,7 @@ class SignalPlane:
             max_series=config.signals.max_series,
         )
         self.health = HealthBoard()
-        self._stale_after = {
-            f"vllm/{name}": instance.stale_after_s for name, instance in config.instances.items()
-        }
-        self._sources: list[PollingSource] = [
-            VllmSource(name, i.base_url, i.scrape_interval_s, i.scrape_timeout_s)
-            for name, i in config.instances.items()
-        ]
+        self._sources, self._stale_after = _polling_sources(config)
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:
@@ -73,8 +72,8 @@ class SignalPlane:
             if not name.startswith(prefix):
                 continue
             for key in self.store.keys(name):
-                source = f"vllm/{key.label('instance')}"
-                reading = self.store.reading(key, now, self._stale_after.get(source, 10.0))
+                source = self.store.source_of(key) or ""
+                reading = self.store.reading(key, now, self.stale_after(source))
                 rows.append(
                     {
                         "name": key.name,
@@ -85,6 +84,10 @@ class SignalPlane:
                     }
                 )
         return rows
+
+    def stale_after(self, source: str) -> float:
+        """Age beyond which a sample of ``source`` no longer counts."""
+        return self._stale_after.get(source, _DEFAULT_STALE_AFTER_S)
 
     def source_status(self) -> list[dict[str, Any]]:
         """Health of every source, for ``vllm-governor status``."""
@@ -99,6 +102,26 @@ class SignalPlane:
             }
             for health in self.health.all()
         ]
+
+
+def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[str, float]]:
+    """Every configured polling source, and how old its samples may get."""
+    sources: list[PollingSource] = []
+    stale_after: dict[str, float] = {}
+    for name, instance in config.instances.items():
+        vllm = VllmSource(
+            name, instance.base_url, instance.scrape_interval_s, instance.scrape_timeout_s
+        )
+        sources.append(vllm)
+        stale_after[vllm.name] = instance.stale_after_s
+    nvml, host = config.sources.nvml, config.sources.host
+    if nvml.enabled:
+        sources.append(NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None))
+        stale_after[NvmlSource.name] = nvml.stale_after_s
+    if host.enabled:
+        sources.append(HostSource(host.interval_s, host.timeout_s, host.disk_paths))
+        stale_after[HostSource.name] = host.stale_after_s
+    return sources, stale_after
 
 
 def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _SourceMetrics:

@@ -48,6 +48,7 @@ class SignalStore:
         self._max_series = max_series
         self._series: dict[SeriesKey, deque[Point]] = {}
         self._by_name: dict[str, set[SeriesKey]] = {}
+        self._source_of: dict[SeriesKey, str] = {}
         self.dropped_samples = 0
 
     def add(self, samples: Iterable[Sample]) -> None:
@@ -61,6 +62,7 @@ class SignalStore:
                 points = deque(maxlen=self._points_per_series)
                 self._series[sample.key] = points
                 self._by_name.setdefault(sample.key.name, set()).add(sample.key)
+                self._source_of[sample.key] = sample.source
             if points and sample.at < points[-1][0]:
                 continue  # out of order: time only moves forward in a series
             points.append((sample.at, sample.value))
@@ -78,6 +80,10 @@ class SignalStore:
     def points(self, key: SeriesKey, since: float = float("-inf")) -> list[Point]:
         """Points of ``key`` observed at or after ``since``, oldest first."""
         return [point for point in self._series.get(key, ()) if point[0] >= since]
+
+    def source_of(self, key: SeriesKey) -> str | None:
+        """The source that first reported ``key``."""
+        return self._source_of.get(key)
 
     def latest(self, key: SeriesKey) -> Point | None:
         """The newest point of ``key``, or None."""
@@ -98,6 +104,7 @@ class SignalStore:
         """Drop a series, e.g. one a restarted server no longer exposes."""
         if self._series.pop(key, None) is not None:
             self._by_name[key.name].discard(key)
+            self._source_of.pop(key, None)
 
     @property
     def series_count(self) -> int:

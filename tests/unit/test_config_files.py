@@ -60,7 +60,7 @@ def test_an_empty_file_means_every_default() -> None:
         ),
         (
             "[nonsense]\na = 1\n",
-            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, instances, logging, metrics, signals, slack)",
+            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, instances, logging, metrics, signals, slack, sources)",
         ),
         ("governor = 3\n", f"{WHERE}:1:1: governor: Input should be an object"),
         (
