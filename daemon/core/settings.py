@@ -66,6 +66,7 @@ class SignalsSection(_Section):
 
     points_per_series: Annotated[int, Field(ge=2, le=100_000)] = 512
     max_series: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    window_s: Seconds = 60.0
 
 
 class NvmlSourceSection(_Section):

@@ -15,10 +15,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.sources.derived import DERIVED_SIGNALS, derive
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
 from daemon.sources.nvml_source import NvmlSource
 from daemon.sources.polling import PollingRunner, PollingSource
+from daemon.sources.samples import SeriesKey
 from daemon.sources.store import SignalStore
 from daemon.sources.vllm_source import VllmSource
 
@@ -43,6 +45,7 @@ class SignalPlane:
         )
         self.health = HealthBoard()
         self._sources, self._stale_after = _polling_sources(config)
+        self._window_s = config.signals.window_s
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:
@@ -83,7 +86,29 @@ class SignalPlane:
                         "age_s": None if reading.age_s is None else round(reading.age_s, 3),
                     }
                 )
+        return rows + self._derived_readings(prefix, now)
+
+    def _derived_readings(self, prefix: str, now: float) -> list[dict[str, Any]]:
+        rows = []
+        for name, signal in DERIVED_SIGNALS.items():
+            if not name.startswith(prefix):
+                continue
+            values = derive(self.store, signal, now, self._window_s, self._stale_after_key)
+            for labels, value in sorted(values.items()):
+                rows.append(
+                    {
+                        "name": name,
+                        "labels": dict(labels),
+                        "value": value,
+                        "freshness": "fresh" if value is not None else "no-data",
+                        "age_s": None,
+                        "window_s": self._window_s,
+                    }
+                )
         return rows
+
+    def _stale_after_key(self, key: SeriesKey) -> float:
+        return self.stale_after(self.store.source_of(key) or "")
 
     def stale_after(self, source: str) -> float:
         """Age beyond which a sample of ``source`` no longer counts."""

@@ -32,6 +32,11 @@ def _running(socket: Path) -> dict[str, Any]:
     return {"row": rows[0] if rows else None, "source": source}
 
 
+def _freshness(socket: Path) -> str | None:
+    row = _running(socket)["row"]
+    return None if row is None else str(row["freshness"])
+
+
 def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
     page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
     with FixtureExporter(Script(metrics=page)) as exporter:
@@ -62,7 +67,7 @@ def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
             assert daemon.process.poll() is None
 
             exporter.start()
-            _eventually(lambda: _running(socket)["row"]["freshness"] == "fresh")
+            _eventually(lambda: _freshness(socket) == "fresh")
             records = daemon.log_records()
             changes = [
                 r["msg"]
@@ -72,3 +77,52 @@ def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
             # One line per state change, not per failed poll (dozens of polls failed meanwhile).
             assert changes[0] == changes[-1] == "source up", changes
             assert changes[1:-1] in (["source down"], ["source down", "source down"]), changes
+
+
+def test_down_at_start_garbage_and_slow_answers_never_take_the_daemon_down(
+    short_tmp: Path,
+) -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    exporter = FixtureExporter(Script(metrics=page))
+    instance = (
+        "[signals]\nwindow_s = 2.0\n"
+        "[instances.main]\n"
+        f'base_url = "{exporter.base_url}"\n'
+        "scrape_interval_s = 0.2\nscrape_timeout_s = 0.5\nstale_after_s = 1.0\n"
+    )
+    config = write_config(short_tmp, extra=instance)
+    socket = short_tmp / "control.sock"
+
+    def source() -> dict[str, Any]:
+        return _running(socket)["source"]
+
+    with running_daemon(config) as daemon:
+        # vLLM still loading when the governor starts: the daemon is ready all the same.
+        daemon.wait_for("READY=1")
+        assert _eventually(lambda: source()["detail"] == "starting")
+        assert _running(socket)["row"] is None, "no value before the first scrape"
+        with exporter:
+            _eventually(lambda: _freshness(socket) == "fresh")
+            # Derived over the 2 s window: a counter that did not move is a real 0.
+            rate = _eventually(
+                lambda: [
+                    row
+                    for row in call_daemon(socket, "signals", prefix="vllm_preemptions_per_s")[
+                        "signals"
+                    ]
+                    if row["value"] is not None and "engine" not in row["labels"]
+                ]
+            )
+            assert rate[0]["value"] == 0.0
+
+            exporter.script.metrics = b"<html>502 Bad Gateway</html>"
+            _eventually(lambda: source()["detail"] == "unparsable")
+            _eventually(lambda: _freshness(socket) == "stale")
+
+            exporter.script.metrics = page
+            exporter.script.delay_s = 2.0
+            _eventually(lambda: source()["detail"] == "timeout")
+
+            exporter.script.delay_s = 0.0
+            _eventually(lambda: _freshness(socket) == "fresh", timeout_s=40)
+            assert daemon.process.poll() is None

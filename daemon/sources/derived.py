@@ -1,0 +1,133 @@
+"""Derived signals: rates of counters and quantiles of histograms over a window, computed here.
+
+The governor must work with no Prometheus at all, so it derives what policies need from the raw
+samples it scraped itself: ``vllm_preemptions_per_s`` is the per-second increase of
+``vllm_num_preemptions_total`` over the window; ``vllm_ttft_p95_s`` is the 95th percentile of
+the time-to-first-token observations made inside the window, from bucket deltas.
+
+Nothing is derived from stale data: when the newest point of a base series is older than the
+source's staleness limit, the derived value is None even if older points still fill the window.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from daemon.sources.derivations import counter_rate, histogram_quantile
+from daemon.sources.samples import Labels, SeriesKey
+from daemon.sources.store import SignalStore
+
+StaleAfter = Callable[[SeriesKey], float]
+
+
+@dataclass(frozen=True, slots=True)
+class DerivedSignal:
+    """How one derived signal is computed.
+
+    Attributes:
+        name: Name policies use (``vllm_ttft_p95_s``).
+        base: Canonical base series: a counter, or a histogram's base name.
+        quantile: For histograms, the quantile (0.95); None for a counter's per-second rate.
+        meaning: One line for people.
+    """
+
+    name: str
+    base: str
+    quantile: float | None
+    meaning: str
+
+
+def _rate(name: str, base: str, meaning: str) -> DerivedSignal:
+    return DerivedSignal(name, base, None, meaning)
+
+
+def _quantiles(stem: str, base: str, what: str) -> list[DerivedSignal]:
+    return [
+        DerivedSignal(f"{stem}_p{percent}_s", base, percent / 100, f"{what}, p{percent}, seconds")
+        for percent in (50, 95, 99)
+    ]
+
+
+DERIVED_SIGNALS: Mapping[str, DerivedSignal] = {
+    signal.name: signal
+    for signal in [
+        _rate("vllm_preemptions_per_s", "vllm_num_preemptions_total", "Preemptions per second"),
+        _rate("vllm_prompt_tokens_per_s", "vllm_prompt_tokens_total", "Prompt tokens per second"),
+        _rate(
+            "vllm_generation_tokens_per_s",
+            "vllm_generation_tokens_total",
+            "Generated tokens per second",
+        ),
+        _rate(
+            "vllm_requests_finished_per_s",
+            "vllm_request_success_total",
+            "Finished requests per second, by finished_reason (stop, length, abort, error)",
+        ),
+        _rate(
+            "vllm_admission_rejections_per_s",
+            "vllm_admission_rejections_total",
+            "Requests refused by vLLM's admission limits per second",
+        ),
+        *_quantiles("vllm_ttft", "vllm_ttft_seconds", "Time to first token"),
+        *_quantiles("vllm_itl", "vllm_itl_seconds", "Inter-token latency (TPOT)"),
+        *_quantiles("vllm_e2e", "vllm_e2e_seconds", "End-to-end request latency"),
+        *_quantiles("vllm_queue", "vllm_queue_seconds", "Time spent waiting in the queue"),
+    ]
+}
+
+
+def derive(
+    store: SignalStore, signal: DerivedSignal, now: float, window_s: float, stale_after: StaleAfter
+) -> dict[Labels, float | None]:
+    """The derived value for every label set of the base series, None where data is lacking."""
+    if signal.quantile is None:
+        return {
+            key.labels: _rate_of(store, key, now, window_s, stale_after)
+            for key in store.keys(signal.base)
+        }
+    return {
+        labels: _quantile_of(
+            store, buckets, signal.quantile, now=now, window_s=window_s, stale_after=stale_after
+        )
+        for labels, buckets in _histograms(store, signal.base + "_bucket").items()
+    }
+
+
+def _fresh(store: SignalStore, key: SeriesKey, now: float, stale_after: StaleAfter) -> bool:
+    newest = store.latest(key)
+    return newest is not None and now - newest[0] <= stale_after(key)
+
+
+def _rate_of(
+    store: SignalStore, key: SeriesKey, now: float, window_s: float, stale_after: StaleAfter
+) -> float | None:
+    if not _fresh(store, key, now, stale_after):
+        return None
+    return counter_rate(store.points(key, since=now - window_s), window_s, now)
+
+
+def _histograms(store: SignalStore, bucket_name: str) -> dict[Labels, list[SeriesKey]]:
+    """Bucket series grouped by their labels without ``le``: one group per histogram."""
+    groups: dict[Labels, list[SeriesKey]] = {}
+    for key in store.keys(bucket_name):
+        labels = tuple(pair for pair in key.labels if pair[0] != "le")
+        groups.setdefault(labels, []).append(key)
+    return groups
+
+
+def _quantile_of(
+    store: SignalStore,
+    buckets: list[SeriesKey],
+    q: float,
+    *,
+    now: float,
+    window_s: float,
+    stale_after: StaleAfter,
+) -> float | None:
+    if not all(_fresh(store, key, now, stale_after) for key in buckets):
+        return None
+    by_bound = {
+        float(key.label("le") or "nan"): store.points(key, since=now - window_s) for key in buckets
+    }
+    return histogram_quantile(q, by_bound, window_s, now)
