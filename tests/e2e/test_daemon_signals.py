@@ -94,7 +94,8 @@ def test_down_at_start_garbage_and_slow_answers_never_take_the_daemon_down(
     socket = short_tmp / "control.sock"
 
     def source() -> dict[str, Any]:
-        return _running(socket)["source"]
+        found: dict[str, Any] = _running(socket)["source"]
+        return found
 
     with running_daemon(config) as daemon:
         # vLLM still loading when the governor starts: the daemon is ready all the same.
