@@ -99,7 +99,7 @@ def _validation_issues(
 def _allowed_keys(parent: KeyPath) -> list[str]:
     """The keys the schema accepts under ``parent``, or [] when it cannot tell."""
     model: Any = GovernorConfig
-    entry_expected = False  # the previous part was a table of named entries
+    entry_expected = False  # the previous part was a table of entries (by name or index)
     for part in parent:
         if entry_expected:
             entry_expected = False
@@ -111,6 +111,9 @@ def _allowed_keys(parent: KeyPath) -> list[str]:
         if typing.get_origin(model) is dict:
             model = typing.get_args(model)[1]
             entry_expected = True
+        elif typing.get_origin(model) in (tuple, list):
+            model = typing.get_args(model)[0]
+            entry_expected = True  # the next part is the entry's index
     return [] if entry_expected else sorted(getattr(model, "model_fields", {}))
 
 

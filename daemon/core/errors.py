@@ -33,7 +33,7 @@ class ConfigIssue:
         path: The file the problem is in.
         line: 1-based line, or 0 when the problem concerns the file as a whole.
         column: 1-based column, or 0 when unknown.
-        key_path: Dotted key path inside the document (``instances.main.base_url``), or "".
+        key_path: Dotted key path inside the document (``vllm.0.url``), or "".
         message: What is wrong and, where it helps, what to do.
     """
 

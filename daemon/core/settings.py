@@ -90,21 +90,22 @@ class HostSourceSection(_Section):
 
 
 class SourcesSection(_Section):
-    """Sources other than the vLLM instances themselves."""
+    """Sources other than the vLLM servers themselves."""
 
     nvml: NvmlSourceSection = NvmlSourceSection()
     host: HostSourceSection = HostSourceSection()
 
 
-class InstanceSection(_Section):
-    """One vLLM server on this host, as the governor observes it."""
+class VllmInstance(_Section):
+    """One vLLM server on this host, as the governor observes it (a ``[[vllm]]`` table)."""
 
-    base_url: str
+    name: InstanceName
+    url: str
     scrape_interval_s: Seconds = 2.0
     scrape_timeout_s: Seconds = 1.5
     stale_after_s: Seconds = 10.0
 
-    @field_validator("base_url")
+    @field_validator("url")
     @classmethod
     def _http_only(cls, value: str) -> str:
         if not value.startswith(("http://", "https://")):
@@ -123,4 +124,14 @@ class GovernorConfig(_Section):
     slack: SlackSection = SlackSection()
     signals: SignalsSection = SignalsSection()
     sources: SourcesSection = SourcesSection()
-    instances: dict[InstanceName, InstanceSection] = {}
+    vllm: tuple[VllmInstance, ...] = ()
+
+    @field_validator("vllm")
+    @classmethod
+    def _unique_names(cls, instances: tuple[VllmInstance, ...]) -> tuple[VllmInstance, ...]:
+        names = [instance.name for instance in instances]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            message = f"vLLM instance names must be unique; repeated: {', '.join(duplicates)}"
+            raise ValueError(message)
+        return instances

@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 # Settings read once at start (sockets, files, the sources and their store); a reload warns
 # that they changed and keeps the running values until a restart.
-_RESTART_ONLY = ("control", "metrics", "governor.state_dir", "signals", "sources", "instances")
+_RESTART_ONLY = ("control", "metrics", "governor.state_dir", "signals", "sources", "vllm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +186,8 @@ class Governor:
         if not isinstance(prefix, str):
             message = "'prefix' must be a string"
             raise ControlError(message)
-        return {"signals": self._signals.readings(prefix), "sources": self._signals.source_status()}
+        rows = [row.as_json() for row in self._signals.rows(prefix)]
+        return {"signals": rows, "sources": self._signals.source_status()}
 
 
 def _get(config: GovernorConfig, dotted: str) -> Any:

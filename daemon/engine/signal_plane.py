@@ -15,13 +15,13 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.supervisor import EternalTask, Readiness
-from daemon.sources.derived import DERIVED_SIGNALS, derive
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
 from daemon.sources.nvml_source import NvmlSource
 from daemon.sources.polling import PollingRunner, PollingSource
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import SignalStore
+from daemon.sources.view import SignalRow, ViewContext, signal_rows
 from daemon.sources.vllm_source import VllmSource
 
 # For series whose source is unknown (none today): as strict as the strictest default.
@@ -37,7 +37,13 @@ class _SourceMetrics:
 class SignalPlane:
     """Owns the signal store and runs the sources that fill it."""
 
-    def __init__(self, config: GovernorConfig, clock: Clock, registry: CollectorRegistry) -> None:
+    def __init__(
+        self,
+        config: GovernorConfig,
+        clock: Clock,
+        registry: CollectorRegistry,
+        window_s: float | None = None,
+    ) -> None:
         self._clock = clock
         self.store = SignalStore(
             points_per_series=config.signals.points_per_series,
@@ -45,7 +51,8 @@ class SignalPlane:
         )
         self.health = HealthBoard()
         self._sources, self._stale_after = _polling_sources(config)
-        self._window_s = config.signals.window_s
+        self._window_s = window_s or config.signals.window_s
+        self._targets = tuple(instance.name for instance in config.vllm)
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:
@@ -67,45 +74,15 @@ class SignalPlane:
         self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
         self._metrics.up.labels(source=source).set(1 if ok else 0)
 
-    def readings(self, prefix: str = "") -> list[dict[str, Any]]:
-        """The newest value of every series whose name starts with ``prefix``, with its age."""
-        now = self._clock.monotonic()
-        rows = []
-        for name in sorted(self.store.names()):
-            if not name.startswith(prefix):
-                continue
-            for key in self.store.keys(name):
-                source = self.store.source_of(key) or ""
-                reading = self.store.reading(key, now, self.stale_after(source))
-                rows.append(
-                    {
-                        "name": key.name,
-                        "labels": dict(key.labels),
-                        "value": reading.value,
-                        "freshness": reading.freshness.value,
-                        "age_s": None if reading.age_s is None else round(reading.age_s, 3),
-                    }
-                )
-        return rows + self._derived_readings(prefix, now)
-
-    def _derived_readings(self, prefix: str, now: float) -> list[dict[str, Any]]:
-        rows = []
-        for name, signal in DERIVED_SIGNALS.items():
-            if not name.startswith(prefix):
-                continue
-            values = derive(self.store, signal, now, self._window_s, self._stale_after_key)
-            for labels, value in sorted(values.items()):
-                rows.append(
-                    {
-                        "name": name,
-                        "labels": dict(labels),
-                        "value": value,
-                        "freshness": "fresh" if value is not None else "no-data",
-                        "age_s": None,
-                        "window_s": self._window_s,
-                    }
-                )
-        return rows
+    def rows(self, prefix: str = "") -> list[SignalRow]:
+        """What the governor sees now: every signal whose name starts with ``prefix``."""
+        context = ViewContext(
+            now=self._clock.monotonic(),
+            window_s=self._window_s,
+            stale_after=self._stale_after_key,
+            targets=self._targets,
+        )
+        return [row for row in signal_rows(self.store, context) if row.name.startswith(prefix)]
 
     def _stale_after_key(self, key: SeriesKey) -> float:
         return self.stale_after(self.store.source_of(key) or "")
@@ -133,9 +110,9 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
     """Every configured polling source, and how old its samples may get."""
     sources: list[PollingSource] = []
     stale_after: dict[str, float] = {}
-    for name, instance in config.instances.items():
+    for instance in config.vllm:
         vllm = VllmSource(
-            name, instance.base_url, instance.scrape_interval_s, instance.scrape_timeout_s
+            instance.name, instance.url, instance.scrape_interval_s, instance.scrape_timeout_s
         )
         sources.append(vllm)
         stale_after[vllm.name] = instance.stale_after_s

@@ -22,6 +22,14 @@ StaleAfter = Callable[[SeriesKey], float]
 
 
 @dataclass(frozen=True, slots=True)
+class DerivedValue:
+    """A derived value (None: not enough fresh data) and the time of its newest base point."""
+
+    value: float | None
+    newest_at: float | None
+
+
+@dataclass(frozen=True, slots=True)
 class DerivedSignal:
     """How one derived signal is computed.
 
@@ -79,19 +87,29 @@ DERIVED_SIGNALS: Mapping[str, DerivedSignal] = {
 
 def derive(
     store: SignalStore, signal: DerivedSignal, now: float, window_s: float, stale_after: StaleAfter
-) -> dict[Labels, float | None]:
+) -> dict[Labels, DerivedValue]:
     """The derived value for every label set of the base series, None where data is lacking."""
     if signal.quantile is None:
         return {
-            key.labels: _rate_of(store, key, now, window_s, stale_after)
+            key.labels: DerivedValue(
+                _rate_of(store, key, now, window_s, stale_after), _newest(store, [key])
+            )
             for key in store.keys(signal.base)
         }
     return {
-        labels: _quantile_of(
-            store, buckets, signal.quantile, now=now, window_s=window_s, stale_after=stale_after
+        labels: DerivedValue(
+            _quantile_of(
+                store, buckets, signal.quantile, now=now, window_s=window_s, stale_after=stale_after
+            ),
+            _newest(store, buckets),
         )
         for labels, buckets in _histograms(store, signal.base + "_bucket").items()
     }
+
+
+def _newest(store: SignalStore, keys: list[SeriesKey]) -> float | None:
+    times = [point[0] for key in keys if (point := store.latest(key)) is not None]
+    return max(times) if times else None
 
 
 def _fresh(store: SignalStore, key: SeriesKey, now: float, stale_after: StaleAfter) -> bool:

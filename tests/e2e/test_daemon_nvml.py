@@ -51,15 +51,15 @@ def test_gpu_signals_flow_and_a_lost_gpu_marks_them_stale(short_tmp: Path) -> No
     socket = short_tmp / "control.sock"
     with running_daemon(config, env={"NVML_STUB_STATE": str(state.path)}) as daemon:
         daemon.wait_for("READY=1")
-        seen = _wait(lambda s: s["row"] and s["row"]["freshness"] == "fresh", socket)
+        seen = _wait(lambda s: s["row"] and s["row"]["state"] == "ok", socket)
         assert seen["row"]["value"] == 66
         assert seen["row"]["labels"]["uuid"] == "GPU-e2e"
 
         state.set({"gpu0.temperature": "gpu_lost"})
-        seen = _wait(lambda s: s["row"]["freshness"] == "stale", socket)
+        seen = _wait(lambda s: s["row"]["state"] == "stale", socket)
         assert seen["source"]["state"] == "down"
         assert daemon.process.poll() is None
 
         state.set({"gpu0.temperature": 70})
-        seen = _wait(lambda s: s["row"]["freshness"] == "fresh" and s["row"]["value"] == 70, socket)
+        seen = _wait(lambda s: s["row"]["state"] == "ok" and s["row"]["value"] == 70, socket)
         assert seen["source"]["state"] == "up"

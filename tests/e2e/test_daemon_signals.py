@@ -26,31 +26,32 @@ def _eventually(check: Callable[[], Any], timeout_s: float = 20.0) -> Any:
 
 
 def _running(socket: Path) -> dict[str, Any]:
-    answer = call_daemon(socket, "signals", prefix="vllm_num_requests_running")
-    rows = [row for row in answer["signals"] if "engine" not in row["labels"]]
+    answer = call_daemon(socket, "signals", prefix="running")
+    rows = [r for r in answer["signals"] if r["target"] == "main" and "engine" not in r["labels"]]
     source = next(entry for entry in answer["sources"] if entry["source"] == "vllm/main")
     return {"row": rows[0] if rows else None, "source": source}
 
 
-def _freshness(socket: Path) -> str | None:
+def _state(socket: Path) -> str | None:
     row = _running(socket)["row"]
-    return None if row is None else str(row["freshness"])
+    return None if row is None else str(row["state"])
 
 
 def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
     page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
     with FixtureExporter(Script(metrics=page)) as exporter:
         instance = (
-            "[instances.main]\n"
-            f'base_url = "{exporter.base_url}"\n'
+            '[[vllm]]\nname = "main"\n'
+            f'url = "{exporter.base_url}"\n'
             "scrape_interval_s = 0.2\nscrape_timeout_s = 1.0\nstale_after_s = 1.0\n"
         )
         config = write_config(short_tmp, extra=instance)
         socket = short_tmp / "control.sock"
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1")
-            fresh = _eventually(lambda: (s := _running(socket))["row"] and s)
-            assert fresh["row"]["freshness"] == "fresh"
+            fresh = _eventually(lambda: (s := _running(socket))["row"]["state"] == "ok" and s)
+            assert fresh["row"]["state"] == "ok"
+            assert fresh["row"]["source"] == "vllm/main"
             assert fresh["source"]["state"] == "up"
 
             exporter.stop()
@@ -58,7 +59,7 @@ def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
             down = _eventually(
                 lambda: (
                     (s := _running(socket))["source"]["detail"] == "starting"
-                    and s["row"]["freshness"] == "stale"
+                    and s["row"]["state"] == "stale"
                     and s
                 )
             )
@@ -67,7 +68,7 @@ def test_outage_makes_signals_stale_then_they_recover(short_tmp: Path) -> None:
             assert daemon.process.poll() is None
 
             exporter.start()
-            _eventually(lambda: _freshness(socket) == "fresh")
+            _eventually(lambda: _state(socket) == "ok")
             records = daemon.log_records()
             changes = [
                 r["msg"]
@@ -86,8 +87,8 @@ def test_down_at_start_garbage_and_slow_answers_never_take_the_daemon_down(
     exporter = FixtureExporter(Script(metrics=page))
     instance = (
         "[signals]\nwindow_s = 2.0\n"
-        "[instances.main]\n"
-        f'base_url = "{exporter.base_url}"\n'
+        '[[vllm]]\nname = "main"\n'
+        f'url = "{exporter.base_url}"\n'
         "scrape_interval_s = 0.2\nscrape_timeout_s = 0.5\nstale_after_s = 1.0\n"
     )
     config = write_config(short_tmp, extra=instance)
@@ -101,29 +102,27 @@ def test_down_at_start_garbage_and_slow_answers_never_take_the_daemon_down(
         # vLLM still loading when the governor starts: the daemon is ready all the same.
         daemon.wait_for("READY=1")
         assert _eventually(lambda: source()["detail"] == "starting")
-        assert _running(socket)["row"] is None, "no value before the first scrape"
+        assert _running(socket)["row"]["state"] == "no_data", "nothing before the first scrape"
         with exporter:
-            _eventually(lambda: _freshness(socket) == "fresh")
+            _eventually(lambda: _state(socket) == "ok")
             # Derived over the 2 s window: a counter that did not move is a real 0.
             rate = _eventually(
                 lambda: [
                     row
-                    for row in call_daemon(socket, "signals", prefix="vllm_preemptions_per_s")[
-                        "signals"
-                    ]
-                    if row["value"] is not None and "engine" not in row["labels"]
+                    for row in call_daemon(socket, "signals", prefix="preemptions_per_s")["signals"]
+                    if row["state"] == "ok" and "engine" not in row["labels"]
                 ]
             )
             assert rate[0]["value"] == 0.0
 
             exporter.script.metrics = b"<html>502 Bad Gateway</html>"
             _eventually(lambda: source()["detail"] == "unparsable")
-            _eventually(lambda: _freshness(socket) == "stale")
+            _eventually(lambda: _state(socket) == "stale")
 
             exporter.script.metrics = page
             exporter.script.delay_s = 2.0
             _eventually(lambda: source()["detail"] == "timeout")
 
             exporter.script.delay_s = 0.0
-            _eventually(lambda: _freshness(socket) == "fresh", timeout_s=40)
+            _eventually(lambda: _state(socket) == "ok", timeout_s=40)
             assert daemon.process.poll() is None

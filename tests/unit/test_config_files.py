@@ -60,7 +60,7 @@ def test_an_empty_file_means_every_default() -> None:
         ),
         (
             "[nonsense]\na = 1\n",
-            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, instances, logging, metrics, signals, slack, sources)",
+            f"{WHERE}:1:2: nonsense: unknown key (allowed here: control, governor, logging, metrics, signals, slack, sources, vllm)",
         ),
         ("governor = 3\n", f"{WHERE}:1:1: governor: Input should be an object"),
         (
@@ -97,6 +97,16 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
+def _entry_model(annotation: Any) -> Any:
+    """The model of a table of entries (``dict[str, M]`` or ``tuple[M, ...]``), else None."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if origin is dict and _is_model(args[1]):
+        return args[1]
+    if origin in (tuple, list) and args and _is_model(args[0]):
+        return args[0]
+    return None
+
+
 def _field_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
     """Every leaf field of the schema; a table of named entries contributes ``*``."""
     paths: set[tuple[str, ...]] = set()
@@ -104,8 +114,8 @@ def _field_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> set[tu
         annotation: Any = field.annotation
         if _is_model(annotation):
             paths |= _field_paths(annotation, (*prefix, name))
-        elif typing.get_origin(annotation) is dict and _is_model(typing.get_args(annotation)[1]):
-            paths |= _field_paths(typing.get_args(annotation)[1], (*prefix, name, "*"))
+        elif (entry := _entry_model(annotation)) is not None:
+            paths |= _field_paths(entry, (*prefix, name, "*"))
         else:
             paths.add((*prefix, name))
     return paths
@@ -119,9 +129,10 @@ def _written_paths(
         annotation: Any = schema.model_fields[key].annotation
         if _is_model(annotation):
             paths |= _written_paths(value, annotation, (*prefix, key))
-        elif typing.get_origin(annotation) is dict and _is_model(typing.get_args(annotation)[1]):
-            for entry in value.values():
-                paths |= _written_paths(entry, typing.get_args(annotation)[1], (*prefix, key, "*"))
+        elif (entry_model := _entry_model(annotation)) is not None:
+            entries = value.values() if isinstance(value, dict) else value
+            for entry in entries:
+                paths |= _written_paths(entry, entry_model, (*prefix, key, "*"))
         else:
             paths.add((*prefix, key))
     return paths
@@ -141,23 +152,32 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
     ("text", "expected"),
     [
         (
-            '[instances.Main]\nbase_url = "http://127.0.0.1:8000"\n',
-            ":1:2: instances.Main.[key]: String should match pattern",
+            '[[vllm]]\nname = "Main"\nurl = "http://127.0.0.1:8000"\n',
+            ":2:1: vllm.0.name: String should match pattern",
         ),
         (
-            '[instances.main]\nbase_url = "ftp://x"\n',
-            ":2:1: instances.main.base_url: Value error, must be an http:// or https:// URL",
+            '[[vllm]]\nname = "a"\nurl = "ftp://x"\n',
+            ":3:1: vllm.0.url: Value error, must be an http:// or https:// URL",
         ),
         (
-            "[instances.main]\nscrape_interval_s = 1.0\n",
-            ":1:2: instances.main.base_url: required key is missing",
+            '[[vllm]]\nname = "a"\nscrape_interval_s = 1.0\n',
+            ":1:3: vllm.0.url: required key is missing",
         ),
         (
-            '[instances.main]\nbase_url = "http://x"\nstale_after = 3\n',
-            ":3:1: instances.main.stale_after: unknown key (allowed here: base_url, scrape_interval_s, scrape_timeout_s, stale_after_s)",
+            '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "b"\nurl = "http://x"\nstale_after = 3\n',
+            ":7:1: vllm.1.stale_after: unknown key (allowed here: name, scrape_interval_s, scrape_timeout_s, stale_after_s, url)",
+        ),
+        (
+            '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "a"\nurl = "http://y"\n',
+            ":1:3: vllm: Value error, vLLM instance names must be unique; repeated: a",
         ),
     ],
 )
-def test_instance_tables_are_validated_per_entry(text: str, expected: str) -> None:
+def test_vllm_tables_are_validated_per_entry(text: str, expected: str) -> None:
     issues = _issues(text)
     assert issues[0].startswith(f"{WHERE}{expected}"), issues
+
+
+def test_a_config_holding_only_one_vllm_server_is_valid() -> None:
+    config = parse_config('[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:8000/"\n', WHERE)
+    assert [(v.name, v.url) for v in config.vllm] == [("main", "http://127.0.0.1:8000")]

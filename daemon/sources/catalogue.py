@@ -1,0 +1,90 @@
+"""The signals policies and people use, by short name, for every vLLM target.
+
+Short names (``running``, ``kv_usage``, ``ttft_p95_s``...) stand for a canonical series of the
+vLLM vocabulary or a derived signal, read for one vLLM instance (its ``target``). They are the
+names the policy language and ``vllm-governor signals`` speak; the long canonical names stay
+available for everything else.
+
+``tpot_p95_s`` is the inter-token latency quantile: vLLM's ``time_per_output_token`` was
+renamed ``inter_token_latency``, and the SLO (TPOT P95 < 100 ms) is per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from daemon.sources.derived import DERIVED_SIGNALS
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogueEntry:
+    """One short name and what it reads.
+
+    Attributes:
+        name: The short name (``kv_usage``).
+        series: The canonical series read as is, for gauges; None for derived signals.
+        derived: The derived signal computed over the window; None for gauges.
+        only: Labels the series must carry (``finished_reason=error`` for ``errors_per_s``).
+        meaning: One line for people.
+    """
+
+    name: str
+    series: str | None
+    derived: str | None
+    meaning: str
+    only: tuple[tuple[str, str], ...] = ()
+
+
+def _gauge(name: str, series: str, meaning: str) -> CatalogueEntry:
+    return CatalogueEntry(name, series, None, meaning)
+
+
+def _derived(name: str, derived: str, meaning: str, **only: str) -> CatalogueEntry:
+    if derived not in DERIVED_SIGNALS:
+        message = f"{name}: unknown derived signal {derived}"
+        raise ValueError(message)
+    return CatalogueEntry(name, None, derived, meaning, tuple(sorted(only.items())))
+
+
+CATALOGUE: Mapping[str, CatalogueEntry] = {
+    entry.name: entry
+    for entry in [
+        _gauge("running", "vllm_num_requests_running", "Requests running in the engine"),
+        _gauge("waiting", "vllm_num_requests_waiting", "Requests waiting to be scheduled"),
+        _gauge("kv_usage", "vllm_kv_cache_usage_ratio", "Share of KV cache blocks in use, 0-1"),
+        _gauge("healthy", "vllm_health_ok", "1 when /health answers 200, 0 on 503"),
+        _gauge("num_gpu_blocks", "vllm_num_gpu_blocks", "KV cache blocks allocated at start"),
+        _gauge(
+            "gpu_memory_utilization",
+            "vllm_gpu_memory_utilization",
+            "vLLM's --gpu-memory-utilization",
+        ),
+        _derived("preemptions_per_s", "vllm_preemptions_per_s", "Preemptions per second"),
+        _derived("gen_tokens_per_s", "vllm_generation_tokens_per_s", "Generated tokens/s"),
+        _derived("prompt_tokens_per_s", "vllm_prompt_tokens_per_s", "Prompt tokens/s"),
+        _derived(
+            "errors_per_s",
+            "vllm_requests_finished_per_s",
+            "Requests ending in error per second",
+            finished_reason="error",
+        ),
+        _derived(
+            "aborts_per_s",
+            "vllm_requests_finished_per_s",
+            "Requests aborted per second",
+            finished_reason="abort",
+        ),
+        _derived("rejections_per_s", "vllm_admission_rejections_per_s", "Admission refusals/s"),
+        *[
+            _derived(f"{short}_p{p}_s", f"vllm_{long}_p{p}_s", f"{what}, p{p}, seconds")
+            for short, long, what in [
+                ("ttft", "ttft", "Time to first token"),
+                ("tpot", "itl", "Time per output token"),
+                ("e2e", "e2e", "End-to-end latency"),
+                ("queue", "queue", "Queue time"),
+            ]
+            for p in (50, 95, 99)
+        ],
+    ]
+}

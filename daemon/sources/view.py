@@ -1,0 +1,139 @@
+"""What the governor sees, as rows: one per signal, target and label set, with its state.
+
+This is the shape of ``vllm-governor signals --json`` and what the policy engine reads:
+``{"name", "target", "labels", "value", "source", "age_s", "state"}``, where ``state`` is
+``ok`` (a value fresh enough to act on), ``stale`` (data exists but is older than its source's
+limit; the value is withheld) or ``no_data`` (nothing yet, or not enough to cover the window).
+
+vLLM signals use the short names of :mod:`daemon.sources.catalogue` and the instance name as
+``target``; a data-parallel server has one row for the whole server (no ``engine`` label) and
+one per engine. Other sources' series (``gpu_*``, ``host_*``, MQTT, Prometheus) keep their own
+names, with no target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from daemon.sources.catalogue import CATALOGUE, CatalogueEntry
+from daemon.sources.derived import DERIVED_SIGNALS, derive
+from daemon.sources.samples import Labels, SeriesKey
+from daemon.sources.store import Freshness, SignalStore
+
+OK, STALE, NO_DATA = "ok", "stale", "no_data"
+
+
+@dataclass(frozen=True, slots=True)
+class SignalRow:
+    """One signal as the governor sees it now."""
+
+    name: str
+    target: str | None
+    labels: dict[str, str]
+    value: float | None
+    source: str | None
+    age_s: float | None
+    state: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The row as the JSON contract spells it."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class ViewContext:
+    """What the view needs besides the store."""
+
+    now: float
+    window_s: float
+    stale_after: Callable[[SeriesKey], float]
+    targets: tuple[str, ...]
+
+
+def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
+    """Every catalogue signal of every target, then every other source's series."""
+    rows: list[SignalRow] = []
+    for entry in CATALOGUE.values():
+        rows.extend(_catalogue_rows(store, entry, context))
+    rows.extend(_other_rows(store, context))
+    return rows
+
+
+def _catalogue_rows(
+    store: SignalStore, entry: CatalogueEntry, context: ViewContext
+) -> Iterable[SignalRow]:
+    for target in context.targets:
+        found = False
+        for row in (_gauge_rows if entry.series else _derived_rows)(store, entry, target, context):
+            found = True
+            yield row
+        if not found:
+            yield SignalRow(entry.name, target, {}, None, None, None, NO_DATA)
+
+
+def _gauge_rows(
+    store: SignalStore, entry: CatalogueEntry, target: str, context: ViewContext
+) -> Iterable[SignalRow]:
+    assert entry.series is not None
+    for key in store.keys(entry.series, instance=target):
+        reading = store.reading(key, context.now, context.stale_after(key))
+        state = {Freshness.FRESH: OK, Freshness.STALE: STALE}.get(reading.freshness, NO_DATA)
+        yield SignalRow(
+            entry.name,
+            target,
+            _shown_labels(key.labels),
+            reading.value,
+            store.source_of(key),
+            _rounded(reading.age_s),
+            state,
+        )
+
+
+def _derived_rows(
+    store: SignalStore, entry: CatalogueEntry, target: str, context: ViewContext
+) -> Iterable[SignalRow]:
+    assert entry.derived is not None
+    derived = DERIVED_SIGNALS[entry.derived]
+    values = derive(store, derived, context.now, context.window_s, context.stale_after)
+    for labels, result in sorted(values.items()):
+        pairs = dict(labels)
+        if pairs.get("instance") != target or any(pairs.get(k) != v for k, v in entry.only):
+            continue
+        base = next(iter(store.keys(derived.base, **pairs)), None) or next(
+            iter(store.keys(derived.base + "_bucket", **pairs)), None
+        )
+        age = None if result.newest_at is None else context.now - result.newest_at
+        stale = base is not None and age is not None and age > context.stale_after(base)
+        state = OK if result.value is not None else STALE if stale else NO_DATA
+        shown = {k: v for k, v in _shown_labels(labels).items() if k not in dict(entry.only)}
+        source = store.source_of(base) if base is not None else None
+        yield SignalRow(entry.name, target, shown, result.value, source, _rounded(age), state)
+
+
+def _other_rows(store: SignalStore, context: ViewContext) -> Iterable[SignalRow]:
+    for name in sorted(store.names()):
+        if name.startswith("vllm_"):
+            continue  # shown through the catalogue
+        for key in store.keys(name):
+            reading = store.reading(key, context.now, context.stale_after(key))
+            state = {Freshness.FRESH: OK, Freshness.STALE: STALE}.get(reading.freshness, NO_DATA)
+            yield SignalRow(
+                name,
+                None,
+                dict(key.labels),
+                reading.value,
+                store.source_of(key),
+                _rounded(reading.age_s),
+                state,
+            )
+
+
+def _shown_labels(labels: Labels) -> dict[str, str]:
+    """Labels minus ``instance``, which the row's target already says."""
+    return {key: value for key, value in labels if key != "instance"}
+
+
+def _rounded(age: float | None) -> float | None:
+    return None if age is None else round(age, 3)

@@ -1,0 +1,86 @@
+"""``vllm-governor signals --json``: the contract other tools and acceptance checks read."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.support.daemon import running_daemon, write_config
+from tests.support.fixture_exporter import FixtureExporter, Script
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
+REQUIRED = {"running", "waiting", "kv_usage", "preemptions_per_s", "ttft_p95_s", "tpot_p95_s",
+            "gen_tokens_per_s", "healthy"}  # fmt: skip
+
+
+def _signals(config: Path, *extra: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "daemon.app.cli",
+            "signals",
+            "--config",
+            str(config),
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
+def _check_contract(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    for row in answer["signals"]:
+        assert set(row) == {"name", "target", "labels", "value", "source", "age_s", "state"}
+        assert row["state"] in ("ok", "stale", "no_data")
+        if row["state"] != "ok":
+            assert row["value"] is None
+    main = {
+        row["name"]: row
+        for row in answer["signals"]
+        if row["target"] == "main" and "engine" not in row["labels"]
+    }
+    assert set(main) >= REQUIRED
+    return main
+
+
+def _config(directory: Path, exporter: FixtureExporter) -> Path:
+    vllm = f'[[vllm]]\nname = "main"\nurl = "{exporter.base_url}"\nscrape_interval_s = 0.2\n'
+    return write_config(directory, extra=vllm)
+
+
+def test_one_off_collection_without_a_daemon(short_tmp: Path) -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with FixtureExporter(Script(metrics=page)) as exporter:
+        main = _check_contract(_signals(_config(short_tmp, exporter), "--window", "1.5"))
+    assert main["running"]["state"] == "ok"
+    assert main["running"]["source"] == "vllm/main"
+    assert main["healthy"]["value"] == 1.0
+    assert 0 <= main["kv_usage"]["value"] <= 1
+    assert main["preemptions_per_s"]["value"] == 0.0  # a page that never changes: nothing moved
+    assert main["ttft_p95_s"]["state"] == "no_data"  # no request finished inside the window
+
+
+def test_from_the_running_daemon(short_tmp: Path) -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with FixtureExporter(Script(metrics=page)) as exporter:
+        config = _config(short_tmp, exporter)
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+            main = _check_contract(_signals(config, "--window", "30"))
+    assert main["running"]["state"] == "ok"
+
+
+def test_an_unreachable_vllm_is_no_data_not_zero(short_tmp: Path) -> None:
+    exporter = FixtureExporter()  # never started: connection refused
+    main = _check_contract(_signals(_config(short_tmp, exporter), "--window", "0.5"))
+    assert {row["state"] for row in main.values()} == {"no_data"}
