@@ -1,0 +1,111 @@
+"""``vllm-governor sim``: the simulated vLLM.
+
+``sim run`` simulates a whole workload in virtual time with the static settings of a vLLM
+``--config`` YAML and writes the JSON report; ``sim serve`` (the real-time server) registers
+its own subcommand next to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from daemon.app.defaults import EXIT_CONFIG, EXIT_OK
+from simulator.errors import SpecError
+from simulator.profiles import load_profile, shipped_profiles
+from simulator.static_runs import simulate
+from simulator.synthetic_workloads import generate, load_workload
+from simulator.trace_replay import read_trace
+from simulator.vllm_config import load_vllm_config
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``sim`` subcommand and its own subcommands."""
+    parser = subparsers.add_parser(
+        "sim",
+        help="the simulated vLLM: virtual-time runs (and a real-time server)",
+        description="A simulated vLLM V1 engine calibrated on published figures.",
+    )
+    commands = parser.add_subparsers(title="sim commands", metavar="SIM_COMMAND")
+    _register_run(commands)
+
+
+def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="simulate a workload in virtual time and write a JSON report",
+        description="Simulate a whole workload in virtual time with the static settings of a "
+        "vLLM --config YAML, print a summary and write the report as JSON.",
+    )
+    parser.add_argument(
+        "--config", type=Path, required=True, help="vLLM --config YAML (vLLM's own format)"
+    )
+    parser.add_argument(
+        "--profile",
+        required=True,
+        help=f"engine profile: a shipped name ({', '.join(shipped_profiles())}) or a file",
+    )
+    workload = parser.add_mutually_exclusive_group(required=True)
+    workload.add_argument("--trace", type=Path, help="CSV trace to replay")
+    workload.add_argument("--workload", type=Path, help="synthetic workload spec (YAML)")
+    parser.add_argument("--seed", type=int, help="seed (default: the spec's own, or 0)")
+    parser.add_argument(
+        "--time-scale", type=float, default=1.0, help="multiply a trace's arrival times"
+    )
+    parser.add_argument(
+        "--rate-scale", type=float, default=1.0, help="multiply a trace's request rate"
+    )
+    parser.add_argument("--json", type=Path, required=True, help="where to write the report")
+    parser.set_defaults(main=run_main)
+
+
+def run_main(args: argparse.Namespace) -> int:
+    """Load the inputs, simulate, print a summary and write the report."""
+    try:
+        profile = load_profile(args.profile)
+        settings = load_vllm_config(args.config, profile)
+        if args.trace is not None:
+            seed = 0 if args.seed is None else args.seed
+            arrivals = read_trace(
+                args.trace, time_scale=args.time_scale, rate_scale=args.rate_scale, seed=seed
+            )
+            name = f"trace {args.trace}"
+        else:
+            spec = load_workload(args.workload)
+            arrivals = generate(spec, args.seed)
+            name = f"workload {spec.name} (seed {spec.seed if args.seed is None else args.seed})"
+    except SpecError as exc:
+        for issue in exc.issues:
+            print(issue.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    report = simulate(profile, settings, arrivals, name)
+    args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(_summary(report, args.json))
+    return EXIT_OK
+
+
+def _summary(report: dict[str, Any], path: Path) -> str:
+    requests = report["requests"]
+
+    def ms(value: float | None) -> str:
+        return "-" if value is None else f"{value * 1000:.0f} ms"
+
+    attainment = report["slo_attainment"]
+    lines = [
+        f"{report['workload']} on {report['profile']['name']}, "
+        f"{report['duration_s']:.0f} s simulated",
+        f"requests: {requests['total']} total, {requests['completed']} completed, "
+        f"{requests['aborted']} aborted, {requests['rejected']} rejected",
+        f"SLO attainment {'-' if attainment is None else f'{attainment:.1%}'}, "
+        f"goodput {report['goodput_rps']:.2f} req/s ({report['goodput_tok_s']:.0f} tok/s), "
+        f"throughput {report['throughput_tok_s']:.0f} tok/s",
+        f"TTFT p50 {ms(report['ttft_p50_s'])} p95 {ms(report['ttft_p95_s'])}; "
+        f"TPOT p50 {ms(report['tpot_p50_s'])} p95 {ms(report['tpot_p95_s'])}",
+        f"preemptions {report['preemptions']}, restarts {report['restarts']}, "
+        f"downtime {report['downtime_s']:.0f} s",
+        f"report: {path}",
+    ]
+    return "\n".join(lines)

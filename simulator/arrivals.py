@@ -1,0 +1,20 @@
+"""The unit every workload produces: one request arriving at one time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Arrival:
+    """One request of a workload.
+
+    Attributes:
+        arrived_at: Seconds from the start of the workload.
+        prompt_tokens: Prompt length (``num_prefill_tokens`` in a trace).
+        output_tokens: Tokens the request generates before it stops (``num_decode_tokens``).
+    """
+
+    arrived_at: float
+    prompt_tokens: int
+    output_tokens: int
