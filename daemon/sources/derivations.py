@@ -49,7 +49,8 @@ def buckets_of(samples: Iterable[Sample]) -> dict[float, list[Point]]:
     return buckets
 
 
-def _in_window(points: Sequence[Point], window_s: float, now: float) -> list[Point]:
+def points_in_window(points: Sequence[Point], window_s: float, now: float) -> list[Point]:
+    """The finite points inside ``(now - window_s, now]``; ``window_s`` must be positive."""
     if window_s <= 0:
         message = f"window_s must be positive, not {window_s}"
         raise ValueError(message)
@@ -57,7 +58,8 @@ def _in_window(points: Sequence[Point], window_s: float, now: float) -> list[Poi
     return [point for point in points if start < point[0] <= now and math.isfinite(point[1])]
 
 
-def _covered(points: Sequence[Point], window_s: float, min_coverage: float) -> bool:
+def window_covered(points: Sequence[Point], window_s: float, min_coverage: float) -> bool:
+    """Whether in-window ``points`` span at least ``min_coverage`` of the window."""
     return len(points) >= 2 and points[-1][0] - points[0][0] >= min_coverage * window_s
 
 
@@ -97,8 +99,8 @@ def counter_increase(
     Raises:
         ValueError: ``window_s`` is not positive.
     """
-    inside = _in_window(points, window_s, now)
-    if not _covered(inside, window_s, min_coverage):
+    inside = points_in_window(points, window_s, now)
+    if not window_covered(inside, window_s, min_coverage):
         return None
     return _reset_aware_increase(inside)
 
@@ -129,8 +131,8 @@ def counter_rate(
     Raises:
         ValueError: ``window_s`` is not positive.
     """
-    inside = _in_window(points, window_s, now)
-    if not _covered(inside, window_s, min_coverage):
+    inside = points_in_window(points, window_s, now)
+    if not window_covered(inside, window_s, min_coverage):
         return None
     return _reset_aware_increase(inside) / (inside[-1][0] - inside[0][0])
 

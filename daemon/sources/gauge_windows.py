@@ -7,20 +7,21 @@ window ``(now - window_s, now]`` do not span ``min_coverage`` of it: "the KV cac
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
-from daemon.sources.derivations import DEFAULT_MIN_COVERAGE, Point
+from daemon.sources.derivations import (
+    DEFAULT_MIN_COVERAGE,
+    Point,
+    points_in_window,
+    window_covered,
+)
 
 
 def _window_values(
     points: Sequence[Point], window_s: float, now: float, min_coverage: float
 ) -> list[float] | None:
-    if window_s <= 0:
-        message = f"window_s must be positive, not {window_s}"
-        raise ValueError(message)
-    inside = [p for p in points if now - window_s < p[0] <= now and math.isfinite(p[1])]
-    if len(inside) < 2 or inside[-1][0] - inside[0][0] < min_coverage * window_s:
+    inside = points_in_window(points, window_s, now)
+    if not window_covered(inside, window_s, min_coverage):
         return None
     return [value for _, value in inside]
 
