@@ -7,6 +7,7 @@ is a known state ("starting"), not a reason to delay the daemon.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,12 +18,14 @@ from daemon.core.settings import GovernorConfig
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
-from daemon.sources.nvml_source import NvmlSource
+from daemon.sources.nvml_presence import nvml_library_missing
 from daemon.sources.polling import PollingRunner, PollingSource
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import SignalStore
 from daemon.sources.view import SignalRow, ViewContext, signal_rows
 from daemon.sources.vllm_source import VllmSource
+
+log = logging.getLogger(__name__)
 
 # For series whose source is unknown (none today): as strict as the strictest default.
 _DEFAULT_STALE_AFTER_S = 10.0
@@ -117,7 +120,12 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
         sources.append(vllm)
         stale_after[vllm.name] = instance.stale_after_s
     nvml, host = config.sources.nvml, config.sources.host
-    if nvml.enabled:
+    if nvml.enabled and (missing := nvml_library_missing(nvml.library_path or None)):
+        log.warning("no NVIDIA driver: NVML signals disabled", extra={"reason": missing})
+    elif nvml.enabled:
+        # Imported only where a driver exists: the binding alone costs about 18 MB of memory.
+        from daemon.sources.nvml_source import NvmlSource  # noqa: PLC0415
+
         sources.append(NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None))
         stale_after[NvmlSource.name] = nvml.stale_after_s
     if host.enabled:

@@ -19,6 +19,7 @@ import pynvml
 import pytest
 
 from daemon.core.errors import SourceError
+from daemon.sources.nvml_presence import nvml_library_missing
 from daemon.sources.nvml_source import NvmlSource
 from daemon.sources.polling import PollResult
 from tests.support.nvml_stub import StubState
@@ -275,3 +276,12 @@ def test_a_process_without_any_nvidia_library_reports_no_driver(tmp_path: Path) 
     missing = _probe(tmp_path / "libnvidia-ml.so.1")
     assert missing["polls"] == report["polls"]
     assert missing["logs"] == report["logs"]
+
+
+def test_presence_probe_finds_the_stub_and_explains_a_missing_library(
+    nvml_stub: Path, tmp_path: Path
+) -> None:
+    assert nvml_library_missing(str(nvml_stub)) is None
+    reason = nvml_library_missing(str(tmp_path / "libnvidia-ml.so.1"))
+    assert reason is not None
+    assert "No such file" in reason
