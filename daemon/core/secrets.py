@@ -27,6 +27,7 @@ class GovernorSecrets(BaseSettings):
     slack_bot_token: SecretStr | None = None
     slack_app_token: SecretStr | None = None
     slack_signing_secret: SecretStr | None = None
+    mqtt_password: SecretStr | None = None
 
     def values(self) -> list[str]:
         """Every secret value that is set, for the log redactor. Handle with care."""

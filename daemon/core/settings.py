@@ -11,7 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+from daemon.core.mqtt_topics import subscription_problems
 
 
 class _Section(BaseModel):
@@ -89,11 +98,73 @@ class HostSourceSection(_Section):
     disk_paths: tuple[Path, ...] = (Path("/"),)
 
 
+class PrometheusSourceSection(_Section):
+    """Signals computed by PromQL on a Prometheus server (optional: the governor needs none)."""
+
+    enabled: bool = False
+    url: str = "http://127.0.0.1:9090"
+    interval_s: Seconds = 15.0
+    timeout_s: Seconds = 5.0
+    stale_after_s: Seconds = 60.0
+    keep_labels: tuple[str, ...] = ()
+    ca_file: str = ""
+    queries: dict[str, str] = {}
+
+    @model_validator(mode="after")
+    def _usable_when_enabled(self) -> PrometheusSourceSection:
+        if self.enabled and not self.queries:
+            message = "an enabled Prometheus source needs at least one entry in queries"
+            raise ValueError(message)
+        if not self.url.startswith(("http://", "https://")):
+            message = "url must be an http:// or https:// URL"
+            raise ValueError(message)
+        return self
+
+
+class MqttSubscriptionSection(_Section):
+    """One topic filter mapped to one signal."""
+
+    topic: str
+    signal: str
+    qos: Annotated[int, Field(ge=0, le=2)] = 0
+    field: str = ""
+    labels: dict[str, int] = {}
+
+    @model_validator(mode="after")
+    def _sound(self) -> MqttSubscriptionSection:
+        problems = subscription_problems(self.topic, self.signal, self.qos, self.field, self.labels)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class MqttSourceSection(_Section):
+    """Telemetry over MQTT, and the governor's own events published back."""
+
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: Port = 1883
+    client_id: str = ""
+    username: str = ""
+    keepalive_s: Annotated[int, Field(ge=5, le=3600)] = 60
+    timeout_s: Seconds = 10.0
+    stale_after_s: Seconds = 300.0
+    incoming_limit: Annotated[int, Field(ge=1)] = 10_000
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    publish_prefix: str = ""
+    publish_queue_size: Annotated[int, Field(ge=1)] = 1000
+    subscriptions: tuple[MqttSubscriptionSection, ...] = ()
+
+
 class SourcesSection(_Section):
     """Sources other than the vLLM servers themselves."""
 
     nvml: NvmlSourceSection = NvmlSourceSection()
     host: HostSourceSection = HostSourceSection()
+    prometheus: PrometheusSourceSection = PrometheusSourceSection()
+    mqtt: MqttSourceSection = MqttSourceSection()
 
 
 class VllmInstance(_Section):

@@ -21,6 +21,7 @@ from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ControlError
+from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
@@ -48,12 +49,18 @@ class LoadedConfig:
 class Governor:
     """The daemon: builds its tasks, serves status, reloads its configuration."""
 
-    def __init__(self, loaded: LoadedConfig, clock: Clock, manager: ServiceManager) -> None:
+    def __init__(
+        self,
+        loaded: LoadedConfig,
+        clock: Clock,
+        manager: ServiceManager,
+        secrets: GovernorSecrets | None = None,
+    ) -> None:
         self._loaded = loaded
         self._clock = clock
         self._manager = manager
         self._metrics: OwnMetrics = create_own_metrics(clock)
-        self._signals = SignalPlane(loaded.config, clock, self._metrics.registry)
+        self._signals = SignalPlane(loaded.config, clock, self._metrics.registry, secrets=secrets)
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._started_at = clock.monotonic()
@@ -92,6 +99,21 @@ class Governor:
         self._state = "ready"
         self._metrics.ready.set(1)
         self._manager.ready(self._status_line())
+        self._announce("started", {"pid": os.getpid(), "version": __version__})
+
+    def _announce(self, kind: str, fields: dict[str, Any]) -> None:
+        """Tell the fleet (MQTT, when configured) what just happened, and the state now."""
+        publisher = self._signals.publisher
+        if publisher is None:
+            return
+        publisher.publish_event(kind, fields)
+        publisher.set_state(
+            {
+                "state": self._state,
+                "version": __version__,
+                "config_loaded_at": self._loaded.loaded_at.isoformat(),
+            }
+        )
 
     def _status_line(self) -> str:
         return f"ready: config {self._loaded.path}, {len(self._tasks)} tasks"
@@ -155,6 +177,7 @@ class Governor:
         self._metrics.config_loaded_timestamp.set(self._loaded.loaded_at.timestamp())
         log.info("configuration reloaded", extra={"path": str(path)})
         self._manager.ready(self._status_line())
+        self._announce("config_reloaded", {"path": str(path)})
 
     def _reject_reload(self, error: ConfigError) -> None:
         """Keep the configuration in force and say, per problem, where the new one is wrong."""
@@ -167,6 +190,7 @@ class Governor:
             )
         first = error.issues[0].render()
         self._manager.ready(f"reload rejected, old configuration kept: {first}")
+        self._announce("config_rejected", {"where": first})
 
     async def _handle_status(self, _request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         return {

@@ -9,17 +9,23 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from daemon.core.clock import Clock
+from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
+from daemon.engine.mqtt_wiring import broker_of, mqtt_publisher, mqtt_source
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
+from daemon.sources.mqtt.publisher import MqttPublisher
+from daemon.sources.mqtt.source import MqttSource
 from daemon.sources.nvml_presence import nvml_library_missing
 from daemon.sources.polling import PollingRunner, PollingSource
+from daemon.sources.prometheus_source import PrometheusSource
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import SignalStore
 from daemon.sources.view import SignalRow, ViewContext, signal_rows
@@ -46,6 +52,7 @@ class SignalPlane:
         clock: Clock,
         registry: CollectorRegistry,
         window_s: float | None = None,
+        secrets: GovernorSecrets | None = None,
     ) -> None:
         self._clock = clock
         self.store = SignalStore(
@@ -54,16 +61,37 @@ class SignalPlane:
         )
         self.health = HealthBoard()
         self._sources, self._stale_after = _polling_sources(config)
+        self._mqtt: MqttSource | None = None
+        self.publisher: MqttPublisher | None = None
+        mqtt = config.sources.mqtt
+        if mqtt.enabled:
+            broker = broker_of(mqtt, secrets or GovernorSecrets())
+            self._mqtt = mqtt_source(mqtt, broker)
+            self.publisher = mqtt_publisher(mqtt, broker, clock)
+            self._stale_after[MqttSource.name] = mqtt.stale_after_s
         self._window_s = window_s or config.signals.window_s
         self._targets = tuple(instance.name for instance in config.vllm)
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:
-        """One eternal task per source."""
-        return [
+        """One eternal task per source, and the MQTT publisher when configured."""
+        tasks = [
             EternalTask(f"{source.name} poller", self._runner_for(source))
             for source in self._sources
         ]
+        if self._mqtt is not None:
+            tasks.append(EternalTask("mqtt subscriber", self._run_mqtt))
+        if self.publisher is not None:
+            tasks.append(EternalTask("mqtt publisher", self._run_publisher))
+        return tasks
+
+    async def _run_mqtt(self, readiness: Readiness) -> None:
+        assert self._mqtt is not None
+        await self._mqtt.run(self.store, self.health, self._clock, readiness.started)
+
+    async def _run_publisher(self, readiness: Readiness) -> None:
+        assert self.publisher is not None
+        await self.publisher.run(readiness.started)
 
     def _runner_for(self, source: PollingSource) -> Any:
         runner = PollingRunner(source, self.store, self.health, self._clock, on_poll=self._count)
@@ -131,6 +159,19 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
     if host.enabled:
         sources.append(HostSource(host.interval_s, host.timeout_s, host.disk_paths))
         stale_after[HostSource.name] = host.stale_after_s
+    prometheus = config.sources.prometheus
+    if prometheus.enabled:
+        sources.append(
+            PrometheusSource(
+                prometheus.url,
+                prometheus.queries,
+                interval_s=prometheus.interval_s,
+                timeout_s=prometheus.timeout_s,
+                keep_labels=prometheus.keep_labels,
+                ca_file=Path(prometheus.ca_file) if prometheus.ca_file else None,
+            )
+        )
+        stale_after[PrometheusSource.name] = prometheus.stale_after_s
     return sources, stale_after
 
 

@@ -181,3 +181,23 @@ def test_vllm_tables_are_validated_per_entry(text: str, expected: str) -> None:
 def test_a_config_holding_only_one_vllm_server_is_valid() -> None:
     config = parse_config('[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:8000/"\n', WHERE)
     assert [(v.name, v.url) for v in config.vllm] == [("main", "http://127.0.0.1:8000")]
+
+
+def test_an_unlabelled_mqtt_wildcard_is_refused_where_it_is_written() -> None:
+    text = (
+        "[sources.mqtt]\nenabled = true\n"
+        '[[sources.mqtt.subscriptions]]\ntopic = "t/+/x"\nsignal = "s"\n'
+    )
+    issues = _issues(text)
+    assert issues == [
+        f"{WHERE}:3:3: sources.mqtt.subscriptions.0: Value error, wildcard segment(s) [1] have no "
+        "label: messages of different topics would mix in one series"
+    ]
+
+
+def test_an_enabled_prometheus_source_needs_queries() -> None:
+    issues = _issues("[sources.prometheus]\nenabled = true\n")
+    assert issues == [
+        f"{WHERE}:1:2: sources.prometheus: Value error, an enabled Prometheus source needs at "
+        "least one entry in queries"
+    ]

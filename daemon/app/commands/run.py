@@ -22,7 +22,7 @@ from daemon.app.systemd_notify import SystemdNotifier
 from daemon.core.clock import SystemClock
 from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError, ControlError, SecretError, TaskCrashedError
-from daemon.core.secrets import load_secrets
+from daemon.core.secrets import GovernorSecrets, load_secrets
 from daemon.engine.governor import Governor, LoadedConfig
 
 log = logging.getLogger(__name__)
@@ -57,13 +57,15 @@ def main(args: argparse.Namespace) -> int:
     notifier = SystemdNotifier()
     try:
         loaded = LoadedConfig(config, args.config, clock.wall())
-        return asyncio.run(_serve(loaded, clock, notifier))
+        return asyncio.run(_serve(loaded, clock, notifier, secrets))
     finally:
         notifier.close()
 
 
-async def _serve(loaded: LoadedConfig, clock: SystemClock, notifier: SystemdNotifier) -> int:
-    governor = Governor(loaded, clock, notifier)
+async def _serve(
+    loaded: LoadedConfig, clock: SystemClock, notifier: SystemdNotifier, secrets: GovernorSecrets
+) -> int:
+    governor = Governor(loaded, clock, notifier, secrets)
     deadline_s = loaded.config.governor.shutdown_deadline_s
     loop = asyncio.get_running_loop()
 

@@ -13,13 +13,11 @@ two devices would silently interleave their values in one series.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Mapping
 from types import MappingProxyType
 
+from daemon.core.mqtt_topics import subscription_problems
 from daemon.sources.samples import Labels
-
-_LABEL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -55,7 +53,7 @@ class Subscription:
         object.__setattr__(self, "segments", tuple(self.topic.split("/")))
         object.__setattr__(self, "field_path", tuple(self.field.split(".")) if self.field else ())
         object.__setattr__(self, "_label_positions", tuple(sorted(self.labels.items())))
-        problems = _problems(self)
+        problems = subscription_problems(self.topic, self.signal, self.qos, self.field, self.labels)
         if problems:
             message = f"subscription {self.topic!r}: " + "; ".join(problems)
             raise ValueError(message)
@@ -82,45 +80,3 @@ def topic_matches(pattern: tuple[str, ...], topic: list[str]) -> bool:
         if index >= len(topic) or (part != "+" and part != topic[index]):
             return False
     return len(pattern) == len(topic)
-
-
-def _problems(spec: Subscription) -> list[str]:
-    problems = []
-    segments = spec.segments
-    if not spec.topic or "\0" in spec.topic:
-        problems.append("the topic filter is empty or holds a NUL")
-    if not spec.signal:
-        problems.append("the signal name is empty")
-    if spec.qos not in {0, 1, 2}:
-        problems.append(f"qos must be 0, 1 or 2, not {spec.qos}")
-    for index, part in enumerate(segments):
-        if "#" in part and (part != "#" or index != len(segments) - 1):
-            problems.append("'#' must be a whole segment and the last one")
-        if "+" in part and part != "+":
-            problems.append("'+' must be a whole segment")
-    if spec.field and not all(spec.field_path):
-        problems.append(f"field {spec.field!r} has an empty segment")
-    problems.extend(_label_problems(spec, segments))
-    return problems
-
-
-def _label_problems(spec: Subscription, segments: tuple[str, ...]) -> list[str]:
-    problems = []
-    tail = segments.index("#") if "#" in segments else None
-    for name, index in spec.labels.items():
-        if not _LABEL_NAME.match(name) or name.startswith("__"):
-            problems.append(f"label name {name!r} is not a valid Prometheus-style label name")
-        wildcard = (0 <= index < len(segments) and segments[index] == "+") or (
-            tail is not None and index >= tail
-        )
-        if not wildcard:
-            problems.append(f"label {name!r} points at segment {index}, which is not a wildcard")
-    labelled = set(spec.labels.values())
-    unlabelled = [index for index, part in enumerate(segments) if part == "+"]
-    missing = [index for index in unlabelled if index not in labelled]
-    if missing:
-        problems.append(
-            f"wildcard segment(s) {missing} have no label: messages of different topics would "
-            "mix in one series"
-        )
-    return problems
