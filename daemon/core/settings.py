@@ -20,6 +20,7 @@ from pydantic import (
     model_validator,
 )
 
+from daemon.core.knobs import KNOBS
 from daemon.core.mqtt_topics import subscription_problems
 
 
@@ -167,6 +168,23 @@ class SourcesSection(_Section):
     mqtt: MqttSourceSection = MqttSourceSection()
 
 
+class Envelope(_Section):
+    """The bounds inside which the governor may move one knob of one server."""
+
+    min: float
+    max: float
+    max_step: Annotated[float, Field(gt=0)]
+    min_dwell_s: Annotated[float, Field(ge=0)] = 900.0
+    hourly_budget: Annotated[int, Field(ge=0, le=60)] = 2
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Envelope:
+        if self.min > self.max:
+            message = f"min ({self.min:g}) is above max ({self.max:g})"
+            raise ValueError(message)
+        return self
+
+
 class VllmInstance(_Section):
     """One vLLM server on this host, as the governor observes it (a ``[[vllm]]`` table)."""
 
@@ -175,6 +193,16 @@ class VllmInstance(_Section):
     scrape_interval_s: Seconds = 2.0
     scrape_timeout_s: Seconds = 1.5
     stale_after_s: Seconds = 10.0
+    knobs: dict[str, Envelope] = {}
+
+    @field_validator("knobs")
+    @classmethod
+    def _known_knobs(cls, knobs: dict[str, Envelope]) -> dict[str, Envelope]:
+        unknown = sorted(set(knobs) - set(KNOBS))
+        if unknown:
+            message = f"unknown knob(s) {', '.join(unknown)} (known: {', '.join(sorted(KNOBS))})"
+            raise ValueError(message)
+        return knobs
 
     @field_validator("url")
     @classmethod

@@ -13,7 +13,7 @@ def test_valid_config_and_policy_exit_zero(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     policy = tmp_path / "p.yaml"
-    policy.write_text("name: kv-thrash\n")
+    policy.write_text("name: kv-thrash\nwhen: kv_usage > 0.9\ntargets: [main]\n")
     assert main(["check", "--config", str(ROOT / "config.example.toml"), str(policy)]) == 0
     assert capsys.readouterr().out.strip() == "ok: 2 file(s) valid"
 
@@ -51,7 +51,7 @@ def test_policy_problems_are_listed_one_per_line(
     assert out == [
         "/nope.yaml:0:0: no such file or directory",
         f"{tmp_path / 'bad.yaml'}:2:7: YAML syntax error: mapping values are not allowed here",
-        f"{tmp_path / 'list.yml'}:1:1: the top level must be a mapping, not list",
+        f"{tmp_path / 'list.yml'}:1:1: the top level must be a mapping, not seq",
     ]
 
 
@@ -65,3 +65,50 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 def test_no_command_prints_help_and_exits_two(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 2
     assert "run" in capsys.readouterr().err
+
+
+def test_policy_semantics_are_checked_with_lines_and_key_paths(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "name: p\n"
+        "targets: [main, nope]\n"
+        "when: running > 100\n"
+        "action:\n"
+        "  set: {max_num_seqs: current * 2.0, bogus_knob: 1}\n"
+        "cooldwn: 5m\n"
+    )
+    code = main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)])
+    assert code == 1
+    out = capsys.readouterr().out.splitlines()
+    where = tmp_path / "p.yaml"
+    assert out == [
+        f"{where}:5:3: action.set: Value error, unknown knob(s) bogus_knob (known: "
+        "enable_log_requests, log_level, long_prefill_token_threshold, max_num_active_seqs, "
+        "max_num_batched_tokens, max_num_seqs, prefill_schedule_interval, "
+        "uvicorn_log_level, watermark)",
+        f"{where}:6:1: cooldwn: unknown key",
+    ]
+
+
+def test_expressions_and_targets_are_checked_after_the_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "name: p\n"
+        "targets: [main, nope]\n"
+        "when: running > 100 && kv_usag > 0.5\n"
+        "clear: waiting < 1.0\n"
+        "action:\n"
+        "  set: {max_num_seqs: \"'lots'\"}\n"
+    )
+    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 1
+    where = tmp_path / "p.yaml"
+    assert capsys.readouterr().out.splitlines() == [
+        f"{where}:2:17: targets.1: unknown target 'nope' (vLLM instances: main)",
+        f"{where}:3:1: when: found no matching overload for '_>_' applied to '(double, int)'; "
+        "signals are doubles: write thresholds with a decimal point (100.0, not 100) "
+        "(expression column 9)",
+        f"{where}:6:9: action.set.max_num_seqs: a knob's new value must be a number or a "
+        "boolean, not a string (expression column 1)",
+    ]

@@ -165,7 +165,7 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "b"\nurl = "http://x"\nstale_after = 3\n',
-            ":7:1: vllm.1.stale_after: unknown key (allowed here: name, scrape_interval_s, scrape_timeout_s, stale_after_s, url)",
+            ":7:1: vllm.1.stale_after: unknown key (allowed here: knobs, name, scrape_interval_s, scrape_timeout_s, stale_after_s, url)",
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "a"\nurl = "http://y"\n',

@@ -8,9 +8,7 @@ from pathlib import Path
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError, ConfigIssue
-from daemon.core.yaml_files import load_yaml_mapping
-
-POLICY_SUFFIXES = (".yaml", ".yml")
+from daemon.policy.loading import load_policies, policy_files
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -36,35 +34,22 @@ def main(args: argparse.Namespace) -> int:
     """Check every file and print each problem on its own line."""
     issues: list[ConfigIssue] = []
     policy_paths: list[Path] = list(args.policies)
+    targets: list[str] | None = None
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         issues.extend(exc.issues)
     else:
+        targets = [instance.name for instance in config.vllm]
         if not policy_paths:
             policy_paths = [path for path in config.governor.policy_dirs if path.exists()]
-    checked = 1
-    for policy_file in _policy_files(policy_paths, issues):
-        checked += 1
-        try:
-            load_yaml_mapping(policy_file)
-        except ConfigError as exc:
-            issues.extend(exc.issues)
+    files, _ = policy_files(policy_paths)
+    loaded = load_policies(policy_paths, targets)
+    issues.extend(loaded.issues)
+    checked = 1 + len(files)
     for issue in issues:
         print(issue.render())
     if issues:
         return EXIT_FAILURE
     print(f"ok: {checked} file(s) valid")
     return EXIT_OK
-
-
-def _policy_files(paths: list[Path], issues: list[ConfigIssue]) -> list[Path]:
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in POLICY_SUFFIXES))
-        elif path.is_file():
-            files.append(path)
-        else:
-            issues.append(ConfigIssue(path, 0, 0, "", "no such file or directory"))
-    return files

@@ -1,0 +1,248 @@
+"""Evaluation: a pure function of (spec, state, what the target looks like, now).
+
+    evaluate(spec, state, view, now, wall) -> (new state, decisions)
+
+Semantics, in the order they apply:
+
+* ``when`` is tested; if a signal it reads has no fresh value, the result is *no data* and
+  ``on_no_data`` decides: ``hold`` changes nothing at all, ``assume_ok`` reads it as false,
+  ``assume_bad`` as true, but a policy firing on missing data only alerts, it never acts.
+* Inactive → pending when ``when`` holds; pending → firing once it has held for ``for``
+  (pending → inactive as soon as it does not).
+* Firing stops only when the exit condition (``clear``, or "``when`` no longer holds" when there
+  is no ``clear``) has held for ``keep_firing_for``. Between the two thresholds the policy keeps
+  firing: that is the hysteresis.
+* A firing policy acts when it starts firing, and again each time its ``cooldown`` has passed
+  while ``when`` still holds: once, not at every tick.
+* Guards, in order: the schedule's windows, the cooldown, the hourly budget, shadow mode. A
+  blocked attempt is recorded once per guard, not at every tick.
+
+The knob envelopes (min, max, step, dwell, per-knob budget) and conflicts between policies are
+the planner's business: this module only says what a policy wants and why.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any
+
+from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
+from daemon.policy.expressions import CURRENT, Expression, ExpressionError
+from daemon.policy.spec import NoData, PolicySpec
+from daemon.policy.state import Phase, PolicyState
+
+
+@dataclass(frozen=True, slots=True)
+class TargetView:
+    """One target as the policies see it at one moment.
+
+    Attributes:
+        target: The vLLM instance name.
+        signals: Every signal with a fresh value: floats, or maps of floats for host and GPU
+            series. A name absent from here has no fresh data.
+        knobs: The current value of each knob, when known.
+    """
+
+    target: str
+    signals: Mapping[str, Any]
+    knobs: Mapping[str, float]
+
+
+def evaluate(
+    spec: PolicySpec, state: PolicyState, view: TargetView, now: float, wall: datetime
+) -> tuple[PolicyState, list[Decision]]:
+    """One evaluation of ``spec`` on ``view.target``; see the module docstring."""
+    truth = _truth(spec.when, view)
+    no_data = truth is None
+    if truth is None:
+        if spec.on_no_data is NoData.HOLD:
+            return state, []
+        truth = spec.on_no_data is NoData.ASSUME_BAD
+    holds: bool = truth
+    decisions: list[Decision] = []
+    state, started = _advance(spec, state, view, now, holds=holds, decisions=decisions)
+    if state.phase is not Phase.FIRING or not holds:
+        return state, decisions
+    evidence = _evidence(spec.when, view, state, now)
+    if no_data:
+        if started:
+            decisions.append(_decision(spec, view, now, DecisionKind.ALERT, evidence))
+        return state, decisions
+    if spec.action is None or not _due(spec, state, now, started):
+        return state, decisions
+    return _attempt(spec, state, view, now, wall=wall, evidence=evidence, decisions=decisions)
+
+
+def _advance(
+    spec: PolicySpec,
+    state: PolicyState,
+    view: TargetView,
+    now: float,
+    *,
+    holds: bool,
+    decisions: list[Decision],
+) -> tuple[PolicyState, bool]:
+    """Move through inactive → pending → firing → inactive; say whether firing just began."""
+    if state.phase is Phase.INACTIVE and holds:
+        state = PolicyState(Phase.PENDING, now, None, state.last_action_at, state.actions)
+    if state.phase is Phase.PENDING:
+        if not holds:
+            return replace(state, phase=Phase.INACTIVE, since=now), False
+        assert state.since is not None
+        if now - state.since < spec.for_s:
+            return state, False
+        evidence = _evidence(spec.when, view, state, now)
+        decisions.append(_decision(spec, view, now, DecisionKind.FIRED, evidence))
+        return replace(state, phase=Phase.FIRING, since=now, clearing_since=None), True
+    if state.phase is Phase.FIRING:
+        return _maybe_resolve(spec, state, view, now, holds=holds, decisions=decisions), False
+    return state, False
+
+
+def _maybe_resolve(
+    spec: PolicySpec,
+    state: PolicyState,
+    view: TargetView,
+    now: float,
+    *,
+    holds: bool,
+    decisions: list[Decision],
+) -> PolicyState:
+    exit_holds = (not holds) if spec.clear is None else _truth(spec.clear, view)
+    if exit_holds is None:  # the clear condition lacks data
+        if spec.on_no_data is NoData.HOLD:
+            return state
+        exit_holds = spec.on_no_data is NoData.ASSUME_OK
+    if not exit_holds:
+        return replace(state, clearing_since=None)
+    clearing_since = state.clearing_since if state.clearing_since is not None else now
+    if now - clearing_since < spec.keep_firing_for_s:
+        return replace(state, clearing_since=clearing_since)
+    condition = spec.clear or spec.when
+    evidence = _evidence(condition, view, state, now, note="exit condition held")
+    decisions.append(_decision(spec, view, now, DecisionKind.RESOLVED, evidence))
+    return replace(state, phase=Phase.INACTIVE, since=now, clearing_since=None)
+
+
+def _due(spec: PolicySpec, state: PolicyState, now: float, started: bool) -> bool:
+    """Whether a firing policy should try to act now: on starting, then once per cooldown."""
+    if started or state.last_action_at is None:
+        return True
+    assert state.since is not None
+    acted_this_episode = state.last_action_at >= state.since
+    return not acted_this_episode or now - state.last_action_at >= spec.cooldown_s
+
+
+def _attempt(
+    spec: PolicySpec,
+    state: PolicyState,
+    view: TargetView,
+    now: float,
+    *,
+    wall: datetime,
+    evidence: Evidence,
+    decisions: list[Decision],
+) -> tuple[PolicyState, list[Decision]]:
+    guard = _guard(spec, state, now, wall)
+    if guard is None:
+        intent, guard, detail = _intent(spec, view)
+    else:
+        intent, detail = None, ""
+    if guard is not None:
+        if guard != state.blocked_by:
+            decisions.append(
+                _decision(
+                    spec,
+                    view,
+                    now,
+                    DecisionKind.BLOCKED,
+                    evidence,
+                    guard=guard,
+                    details={"reason": detail} if detail else {},
+                )
+            )
+        return state.blocked(guard), decisions
+    if spec.shadow:
+        decisions.append(_decision(spec, view, now, DecisionKind.SHADOW, evidence, intent))
+        return state.acted(now), decisions
+    decisions.append(_decision(spec, view, now, DecisionKind.INTENT, evidence, intent))
+    return state, decisions
+
+
+def _guard(spec: PolicySpec, state: PolicyState, now: float, wall: datetime) -> str | None:
+    if spec.windows and not any(window.contains(wall) for window in spec.windows):
+        return "schedule"
+    if state.last_action_at is not None and now - state.last_action_at < spec.cooldown_s:
+        return "cooldown"
+    if state.actions_in_last_hour(now) >= spec.budget_per_hour:
+        return "budget"
+    return None
+
+
+def _intent(spec: PolicySpec, view: TargetView) -> tuple[Intent | None, str | None, str]:
+    """The knob values the policy wants, or the guard that prevents computing them."""
+    assert spec.action is not None
+    action = spec.action
+    wanted: dict[str, float] = {}
+    current: dict[str, float] = {}
+    for change in action.changes:
+        now_value = view.knobs.get(change.knob)
+        if now_value is None:
+            return None, "unknown_current_value", f"the current {change.knob} is not known"
+        values = _values(change.value, view)
+        if values is None:
+            return None, "no_data", f"a signal of {change.knob}'s expression has no fresh value"
+        try:
+            result = change.value.evaluate({**values, CURRENT: float(now_value)})
+        except ExpressionError as exc:
+            return None, "expression_error", str(exc)
+        if isinstance(result, bool):
+            result = 1.0 if result else 0.0
+        if not isinstance(result, int | float) or not math.isfinite(result):
+            return None, "expression_error", f"{change.value.source} gave {result!r}"
+        wanted[change.knob] = float(result)
+        current[change.knob] = float(now_value)
+    return Intent(wanted, current, action.operation, action.risk), None, ""
+
+
+def _values(expression: Expression, view: TargetView) -> dict[str, Any] | None:
+    """The values of the signals ``expression`` reads, or None when one has no fresh data."""
+    names = expression.signals - {CURRENT}
+    if not names <= view.signals.keys():
+        return None
+    return {name: view.signals[name] for name in names}
+
+
+def _truth(expression: Expression, view: TargetView) -> bool | None:
+    values = _values(expression, view)
+    if values is None:
+        return None
+    try:
+        return bool(expression.evaluate(values))
+    except ExpressionError:
+        return None  # e.g. a map key that is absent: no data about it
+
+
+def _evidence(
+    expression: Expression, view: TargetView, state: PolicyState, now: float, note: str = ""
+) -> Evidence:
+    signals = {name: view.signals.get(name) for name in sorted(expression.signals - {CURRENT})}
+    held = None if state.since is None else now - state.since
+    return Evidence(expression.source, signals, held, note)
+
+
+def _decision(  # noqa: PLR0917 - one call per kind of decision; the names are read at the call
+    spec: PolicySpec,
+    view: TargetView,
+    now: float,
+    kind: DecisionKind,
+    evidence: Evidence,
+    intent: Intent | None = None,
+    *,
+    guard: str | None = None,
+    details: dict[str, Any] | None = None,
+) -> Decision:
+    return Decision(spec.name, view.target, now, kind, evidence, intent, guard, details or {})

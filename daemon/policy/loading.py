@@ -1,0 +1,204 @@
+"""Policy files to specs: every problem located by file, line, column and key path.
+
+A directory is loaded file by file: a broken file is reported and left out, the others load
+(the caller decides whether that is acceptable: ``check`` fails, the daemon runs the rest and
+shows the broken one in status).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from daemon.core.errors import ConfigError, ConfigIssue
+from daemon.core.knobs import KNOBS
+from daemon.core.toml_locations import KeyPath, nearest_location
+from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
+from daemon.policy.durations import parse_duration
+from daemon.policy.expressions import (
+    Expression,
+    ExpressionError,
+    compile_action,
+    compile_condition,
+)
+from daemon.policy.schedules import cron_window
+from daemon.policy.spec import (
+    ActionModel,
+    ActionSpec,
+    KnobChange,
+    NoData,
+    PolicyModel,
+    PolicySpec,
+)
+
+POLICY_SUFFIXES = (".yaml", ".yml")
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedPolicies:
+    """The specs that loaded, and the problems of those that did not."""
+
+    specs: tuple[PolicySpec, ...]
+    issues: tuple[ConfigIssue, ...]
+    broken_files: tuple[Path, ...]
+
+
+def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[ConfigIssue]]:
+    """Policy files under ``paths`` (files, or directories of ``*.yaml``), sorted per directory."""
+    files: list[Path] = []
+    issues: list[ConfigIssue] = []
+    for path in paths:
+        if path.is_dir():
+            files.extend(sorted(p for p in path.iterdir() if p.suffix in POLICY_SUFFIXES))
+        elif path.is_file():
+            files.append(path)
+        else:
+            issues.append(ConfigIssue(path, 0, 0, "", "no such file or directory"))
+    return files, issues
+
+
+def load_policies(paths: Iterable[Path], targets: Iterable[str] | None = None) -> LoadedPolicies:
+    """Load every policy file under ``paths``; ``targets`` are the configured instance names."""
+    files, issues = policy_files(paths)
+    known_targets = None if targets is None else frozenset(targets)
+    specs: list[PolicySpec] = []
+    broken: list[Path] = []
+    names: dict[str, Path] = {}
+    for file in files:
+        try:
+            spec = load_policy(file, known_targets)
+        except ConfigError as exc:
+            issues.extend(exc.issues)
+            broken.append(file)
+            continue
+        if spec.name in names:
+            message = f"policy name {spec.name!r} is already used by {names[spec.name]}"
+            issues.append(ConfigIssue(file, 1, 1, "name", message))
+            broken.append(file)
+            continue
+        names[spec.name] = file
+        specs.append(spec)
+    return LoadedPolicies(tuple(specs), tuple(issues), tuple(broken))
+
+
+def load_policy(path: Path, targets: frozenset[str] | None = None) -> PolicySpec:
+    """Load one policy file.
+
+    Raises:
+        ConfigError: every problem found in the file.
+    """
+    return _from_document(load_located_yaml(path), targets)
+
+
+def parse_policy(text: str, path: Path, targets: frozenset[str] | None = None) -> PolicySpec:
+    """Load one policy from ``text`` (``path`` names it in messages).
+
+    Raises:
+        ConfigError: every problem found in the text.
+    """
+    return _from_document(parse_located_yaml(text, path), targets)
+
+
+def _from_document(document: LocatedDocument, targets: frozenset[str] | None) -> PolicySpec:
+    try:
+        model = PolicyModel.model_validate(document.data)
+    except ValidationError as exc:
+        raise ConfigError(_validation_issues(exc, document)) from None
+    return _compile(model, document, targets)
+
+
+def _compile(
+    model: PolicyModel, document: LocatedDocument, targets: frozenset[str] | None
+) -> PolicySpec:
+    issues: list[ConfigIssue] = []
+
+    def expression(source: str, where: KeyPath, compile_: Any) -> Expression | None:
+        try:
+            compiled: Expression = compile_(source)
+        except ExpressionError as exc:
+            issues.append(_issue(document, where, f"{exc} (expression column {exc.column})"))
+            return None
+        return compiled
+
+    when = expression(model.when, ("when",), compile_condition)
+    clear = None if model.clear is None else expression(model.clear, ("clear",), compile_condition)
+    action = _action(model.action, document, issues, expression)
+    windows = []
+    for index, window in enumerate(model.schedule.windows if model.schedule else ()):
+        try:
+            windows.append(
+                cron_window(window.cron, parse_duration(window.duration), window.timezone)
+            )
+        except ValueError as exc:
+            issues.append(_issue(document, ("schedule", "windows", index, "cron"), str(exc)))
+    if targets is not None:
+        for index, target in enumerate(model.targets):
+            if target != "*" and target not in targets:
+                known = ", ".join(sorted(targets)) or "none configured"
+                message = f"unknown target {target!r} (vLLM instances: {known})"
+                issues.append(_issue(document, ("targets", index), message))
+    if issues or when is None:
+        raise ConfigError(sorted(issues, key=lambda issue: (issue.line, issue.column)))
+    return PolicySpec(
+        name=model.name,
+        description=model.description,
+        source=str(document.path),
+        targets=model.targets,
+        when=when,
+        clear=clear,
+        for_s=parse_duration(model.for_),
+        keep_firing_for_s=parse_duration(model.keep_firing_for),
+        on_no_data=NoData(model.on_no_data),
+        action=action,
+        cooldown_s=parse_duration(model.cooldown),
+        budget_per_hour=model.budget_per_hour,
+        shadow=model.mode == "shadow",
+        windows=tuple(windows),
+    )
+
+
+def _action(
+    model: ActionModel | None, document: LocatedDocument, issues: list[ConfigIssue], expression: Any
+) -> ActionSpec | None:
+    if model is None:
+        return None
+    if bool(model.set) == bool(model.operation):
+        message = "an action either sets knobs (set) or runs an operation, exactly one of them"
+        issues.append(_issue(document, ("action",), message))
+        return None
+    changes = []
+    for knob, value in model.set.items():
+        compiled = expression(
+            str(value).lower() if isinstance(value, bool) else str(value),
+            ("action", "set", knob),
+            compile_action,
+        )
+        if compiled is not None:
+            changes.append(KnobChange(knob, compiled))
+    restarts = model.operation == "restart" or any(KNOBS[k].restart_required for k in model.set)
+    risk = model.risk or ("approval" if restarts else "auto")
+    return ActionSpec(tuple(changes), model.operation, risk)
+
+
+def _issue(document: LocatedDocument, where: KeyPath, message: str) -> ConfigIssue:
+    location = nearest_location(document.locations, where)
+    key_path = ".".join(str(part) for part in where)
+    return ConfigIssue(document.path, location.line, location.column, key_path, message)
+
+
+def _validation_issues(exc: ValidationError, document: LocatedDocument) -> list[ConfigIssue]:
+    issues = []
+    for error in exc.errors(include_url=False):
+        where: KeyPath = tuple(error["loc"])
+        if error["type"] == "extra_forbidden":
+            message = "unknown key"
+        elif error["type"] == "missing":
+            message = "required key is missing"
+        else:
+            message = str(error["msg"])
+        issues.append(_issue(document, where, message))
+    return sorted(issues, key=lambda issue: (issue.line, issue.column))

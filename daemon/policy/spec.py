@@ -1,0 +1,162 @@
+"""The policy file format, and the frozen specs validated files become.
+
+A policy file is YAML (see ``docs/policies.md`` for every field)::
+
+    name: kv-thrash
+    description: Fewer sequences when the KV cache thrashes and TTFT breaks the SLO.
+    targets: [main]                # vLLM instances by name; default: every instance
+    when: preemptions_per_s > 0.5 && ttft_p95_s > 2.0
+    for: 2m                        # must hold this long before the policy fires
+    clear: preemptions_per_s < 0.05   # hysteresis: stops firing only once this holds
+    keep_firing_for: 5m
+    on_no_data: hold               # hold | assume_ok | assume_bad
+    action:
+      set: { max_num_seqs: "math.greatest(current * 0.75, 32.0)" }
+      risk: approval               # auto | approval; restart-required knobs default to approval
+    cooldown: 30m                  # at most one action per cooldown while it keeps firing
+    budget_per_hour: 2
+    mode: active                   # shadow: decide and record, never act
+    schedule:
+      windows: [{cron: "0 2 * * sat", duration: 4h}]   # may act only inside these
+
+Validation is pydantic's; expressions are compiled (and type-checked) by CEL while the file is
+loaded, so a loaded policy cannot fail to compile later.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+
+from daemon.core.knobs import KNOBS
+from daemon.policy.durations import parse_duration
+from daemon.policy.expressions import Expression
+from daemon.policy.schedules import CronWindow
+
+PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+ALL_TARGETS = "*"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _duration(value: object) -> float:
+    if not isinstance(value, str | int | float):
+        message = "a duration such as 30s, 2m or 1h"
+        raise ValueError(message)  # noqa: TRY004 - pydantic turns ValueErrors into input errors
+    return parse_duration(value)
+
+
+class WindowModel(_Model):
+    """A recurring window in which the policy may act."""
+
+    cron: str
+    duration: str
+    timezone: str = "UTC"
+
+    @field_validator("duration")
+    @classmethod
+    def _is_duration(cls, value: str) -> str:
+        _duration(value)
+        return value
+
+
+class ScheduleModel(_Model):
+    """When the policy may act."""
+
+    windows: tuple[WindowModel, ...] = ()
+
+
+class ActionModel(_Model):
+    """What the policy does when it fires."""
+
+    set: dict[str, str | int | float | bool] = {}
+    operation: Literal["restart"] | None = None
+    risk: Literal["auto", "approval"] | None = None
+
+    @field_validator("set")
+    @classmethod
+    def _known_knobs(cls, value: dict[str, object]) -> dict[str, object]:
+        unknown = sorted(set(value) - set(KNOBS))
+        if unknown:
+            known = ", ".join(sorted(KNOBS))
+            message = f"unknown knob(s) {', '.join(unknown)} (known: {known})"
+            raise ValueError(message)
+        return value
+
+
+class PolicyModel(_Model):
+    """One policy file, as written."""
+
+    name: PolicyName
+    description: str = ""
+    targets: tuple[str, ...] = (ALL_TARGETS,)
+    when: str
+    for_: str | int | float = Field(default="0s", alias="for")
+    clear: str | None = None
+    keep_firing_for: str | int | float = "0s"
+    on_no_data: Literal["hold", "assume_ok", "assume_bad"] = "hold"
+    action: ActionModel | None = None
+    cooldown: str | int | float = "10m"
+    budget_per_hour: Annotated[int, Field(ge=0, le=60)] = 4
+    mode: Literal["active", "shadow"] = "active"
+    schedule: ScheduleModel | None = None
+
+    @field_validator("for_", "keep_firing_for", "cooldown")
+    @classmethod
+    def _is_duration(cls, value: str | int | float) -> str | int | float:
+        _duration(value)
+        return value
+
+
+class NoData(Enum):
+    """What a policy does when a signal it reads has no fresh value."""
+
+    HOLD = "hold"  # change nothing: neither start nor stop firing, never act
+    ASSUME_OK = "assume_ok"  # as if the condition were false (and the clear condition true)
+    ASSUME_BAD = "assume_bad"  # as if it were true, but only to alert: never act on it
+
+
+@dataclass(frozen=True, slots=True)
+class KnobChange:
+    """A knob and the expression of its new value (over ``current`` and signals)."""
+
+    knob: str
+    value: Expression
+
+
+@dataclass(frozen=True, slots=True)
+class ActionSpec:
+    """A validated action."""
+
+    changes: tuple[KnobChange, ...]
+    operation: str | None
+    risk: str  # "auto" or "approval"
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySpec:
+    """A validated, compiled policy. Immutable: runtime state lives in :class:`PolicyState`."""
+
+    name: str
+    description: str
+    source: str  # the file it came from
+    targets: tuple[str, ...]
+    when: Expression
+    clear: Expression | None
+    for_s: float
+    keep_firing_for_s: float
+    on_no_data: NoData
+    action: ActionSpec | None
+    cooldown_s: float
+    budget_per_hour: int
+    shadow: bool
+    windows: tuple[CronWindow, ...]
+
+    def applies_to(self, target: str) -> bool:
+        """Whether this policy watches ``target``."""
+        return ALL_TARGETS in self.targets or target in self.targets

@@ -1,0 +1,92 @@
+"""Bad policy input: a clear, located error; nothing else lost."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from daemon.core.errors import ConfigError
+from daemon.policy.decisions import DecisionKind
+from daemon.policy.evaluate import TargetView, evaluate
+from daemon.policy.loading import load_policies, load_policy, parse_policy
+from daemon.policy.state import PolicyState
+
+GOOD = "name: good\nwhen: kv_usage > 0.9\n"
+
+
+def _problem(text: str) -> str:
+    with pytest.raises(ConfigError) as caught:
+        parse_policy(text, Path("p.yaml"))
+    return caught.value.issues[0].render()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("name: p\nwhen: [unclosed\n", "p.yaml:3:1: YAML syntax error:"),
+        ("- a list\n", "p.yaml:1:1: the top level must be a mapping, not seq"),
+        ("", "p.yaml:1:1: the top level must be a mapping, not empty"),
+        (
+            "name: p\nwhen: kv_usage > 0.9\nfor: soon\n",
+            "p.yaml:3:1: for: Value error, 'soon' is not a duration",
+        ),
+        (
+            "name: p\nwhen: kv_usage > 0.9\nbudget_per_hour: many\n",
+            "p.yaml:3:1: budget_per_hour: Input should be a valid integer",
+        ),
+        ("name: Bad Name\nwhen: kv_usage > 0.9\n", "p.yaml:1:1: name: String should match pattern"),
+        ("when: kv_usage > 0.9\n", "p.yaml:1:1: name: required key is missing"),
+        (
+            "name: p\nwhen: gpu_tempreature > 1.0\n",
+            "p.yaml:2:1: when: unknown signal or function 'gpu_tempreature'",
+        ),
+        (
+            "name: p\nwhen: kv_usage > 0.9\naction: {operation: restart, set: {max_num_seqs: 1}}\n",
+            "p.yaml:3:1: action: an action either sets knobs",
+        ),
+        (
+            "name: p\nwhen: kv_usage > 0.9\nschedule: {windows: [{cron: '61 * * * *', duration: 1h}]}\n",
+            "p.yaml:3:23: schedule.windows.0.cron: cron expression '61 * * * *'",
+        ),
+        ("a: &x [1, 2]\nb: *x\n", "p.yaml:1:4: anchors and aliases (&, *) are not allowed"),
+        ("name: p\nwhen: " + "[" * 40 + "]" * 40 + "\n", "p.yaml:"),
+    ],
+)
+def test_each_problem_is_located(text: str, expected: str) -> None:
+    assert _problem(text).startswith(expected)
+
+
+def test_deep_nesting_is_refused_before_it_can_hurt() -> None:
+    deep = "name: p\nwhen: kv_usage > 0.9\nx: " + "{a: " * 40 + "1" + "}" * 40 + "\n"
+    assert "nested more than 32 levels deep" in _problem(deep)
+
+
+def test_a_huge_file_is_refused_without_being_read(tmp_path: Path) -> None:
+    huge = tmp_path / "huge.yaml"
+    huge.write_text(GOOD + "# " + "x" * (10 * 1024 * 1024) + "\n")
+    with pytest.raises(ConfigError, match="policy files are limited to"):
+        load_policy(huge)
+
+
+def test_a_broken_file_is_left_out_and_the_others_load(tmp_path: Path) -> None:
+    (tmp_path / "a.yaml").write_text(GOOD)
+    (tmp_path / "b.yaml").write_text("name: broken\nwhen: nope\n")
+    (tmp_path / "c.yaml").write_text(GOOD.replace("good", "other"))
+    (tmp_path / "d.yaml").write_text(GOOD)  # same name as a.yaml
+    loaded = load_policies([tmp_path])
+    assert [spec.name for spec in loaded.specs] == ["good", "other"]
+    assert loaded.broken_files == (tmp_path / "b.yaml", tmp_path / "d.yaml")
+    assert "already used by" in loaded.issues[-1].message
+
+
+def test_division_by_zero_at_run_time_blocks_the_action_not_the_daemon() -> None:
+    spec = parse_policy(
+        "name: p\nwhen: kv_usage > 0.9\naction:\n  set: {max_num_seqs: 'current / (kv_usage - kv_usage)'}\n",
+        Path("p.yaml"),
+    )
+    view = TargetView("main", {"kv_usage": 0.95}, {"max_num_seqs": 256})
+    _, decisions = evaluate(spec, PolicyState(), view, 0.0, datetime(2026, 1, 1, tzinfo=UTC))
+    blocked = [d for d in decisions if d.kind is DecisionKind.BLOCKED]
+    assert [d.guard for d in blocked] == ["expression_error"]
