@@ -71,8 +71,8 @@ def evaluate(
         if started:
             decisions.append(_decision(spec, view, now, DecisionKind.ALERT, evidence))
         return state, decisions
-    if spec.action is None or not _due(spec, state, now, started):
-        return state, decisions
+    if spec.action is None or spec.action.vetoes or not _due(spec, state, now, started):
+        return state, decisions  # alerts and vetoes act through their firing state alone
     return _attempt(spec, state, view, now, wall=wall, evidence=evidence, decisions=decisions)
 
 

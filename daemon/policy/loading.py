@@ -166,10 +166,12 @@ def _action(
 ) -> ActionSpec | None:
     if model is None:
         return None
-    if bool(model.set) == bool(model.operation):
-        message = "an action either sets knobs (set) or runs an operation, exactly one of them"
+    if sum(map(bool, (model.set, model.operation, model.veto))) != 1:
+        message = "an action does exactly one thing: set knobs, run an operation, or veto knobs"
         issues.append(_issue(document, ("action",), message))
         return None
+    if model.veto:
+        return ActionSpec((), None, "auto", tuple(model.veto))
     changes = []
     for knob, value in model.set.items():
         compiled = expression(

@@ -2,6 +2,8 @@
 
 Pure, like evaluation. For each intent, per knob:
 
+0. **Vetoes.** While a veto policy fires on a server (GPU throttling, XID errors), no policy
+   may move the vetoed knobs the unsafe way (``veto``); moves the safe way still pass.
 1. **Conflicts.** When several policies want the same knob of the same server in one tick, the
    *safer* direction wins (:mod:`daemon.core.knobs`: fewer sequences, smaller budgets, quieter
    logs); the others are blocked with ``conflict``.
@@ -56,8 +58,13 @@ def plan(
     envelopes: Mapping[KnobKey, Envelope],
     history: Mapping[KnobKey, KnobHistory],
     now: float,
+    vetoes: Mapping[KnobKey, str] | None = None,
 ) -> Plan:
-    """Resolve conflicts and apply envelopes, dwell and budgets; see the module docstring."""
+    """Resolve conflicts and apply envelopes, dwell and budgets; see the module docstring.
+
+    ``vetoes`` maps a (target, knob) to the firing policy that forbids moving it the unsafe way.
+    """
+    vetoes = vetoes or {}
     winners = _conflict_winners(intents)
     accepted: list[Decision] = []
     blocked: list[Decision] = []
@@ -70,6 +77,9 @@ def plan(
             key = (decision.target, knob)
             if winners.get(key) is not decision:
                 guard, reason = "conflict", f"another policy moves {knob} the safer way"
+                break
+            if key in vetoes and not _safer(knob, wanted, intent.current[knob]):
+                guard, reason = "veto", f"{vetoes[key]} forbids moving {knob} that way"
                 break
             guard, reason, value = _bound(
                 key, wanted, intent, envelopes=envelopes, history=history, now=now

@@ -13,6 +13,8 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
     action:
       set: { max_num_seqs: "math.greatest(current * 0.75, 32.0)" }
       risk: approval               # auto | approval; restart-required knobs default to approval
+      # or: operation: restart     (a named operation instead of knob values)
+      # or: veto: [max_num_seqs]   (while this fires, no policy may move these the unsafe way)
     cooldown: 30m                  # at most one action per cooldown while it keeps firing
     budget_per_hour: 2
     mode: active                   # shadow: decide and record, never act
@@ -76,7 +78,14 @@ class ActionModel(_Model):
 
     set: dict[str, str | int | float | bool] = {}
     operation: Literal["restart"] | None = None
+    veto: tuple[str, ...] = ()
     risk: Literal["auto", "approval"] | None = None
+
+    @field_validator("veto")
+    @classmethod
+    def _known_vetoed_knobs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        cls._known_knobs(dict.fromkeys(value))
+        return value
 
     @field_validator("set")
     @classmethod
@@ -136,6 +145,7 @@ class ActionSpec:
     changes: tuple[KnobChange, ...]
     operation: str | None
     risk: str  # "auto" or "approval"
+    vetoes: tuple[str, ...] = ()  # knobs no policy may move the unsafe way while this fires
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
 from daemon.policy.planner import KnobHistory, KnobKey, plan
 from daemon.policy.spec import PolicySpec
-from daemon.policy.state import PolicyState
+from daemon.policy.state import Phase, PolicyState
 
 StateKey = tuple[str, str]  # (policy, target)
 
@@ -54,7 +54,15 @@ def tick(
             new_states[key] = state
             for decision in decisions:
                 (intents if decision.kind is DecisionKind.INTENT else recorded).append(decision)
-    result = plan(intents, envelopes, history, now)
+    vetoes = {
+        (target, knob): spec.name
+        for spec in specs
+        if spec.action is not None
+        for knob in spec.action.vetoes
+        for target in views
+        if new_states.get((spec.name, target), PolicyState()).phase is Phase.FIRING
+    }
+    result = plan(intents, envelopes, history, now, vetoes)
     for decision in result.accepted:
         key = (decision.policy, decision.target)
         new_states[key] = new_states[key].acted(now)

@@ -44,7 +44,7 @@ def _problem(text: str) -> str:
         ),
         (
             "name: p\nwhen: kv_usage > 0.9\naction: {operation: restart, set: {max_num_seqs: 1}}\n",
-            "p.yaml:3:1: action: an action either sets knobs",
+            "p.yaml:3:1: action: an action does exactly one thing",
         ),
         (
             "name: p\nwhen: kv_usage > 0.9\nschedule: {windows: [{cron: '61 * * * *', duration: 1h}]}\n",

@@ -150,3 +150,37 @@ def test_random_series_never_break_the_envelope_the_dwell_or_freshness(
             history[("main", "max_num_seqs")] = history.get(
                 ("main", "max_num_seqs"), KnobHistory()
             ).changed(now)
+
+
+def test_a_firing_veto_blocks_unsafe_moves_only() -> None:
+    veto = parse_policy(
+        "name: hot\nwhen: gpu_temperature_celsius['0'] > 85.0\naction: {veto: [max_num_seqs]}\n",
+        Path("hot.yaml"),
+    )
+    raise_ = parse_policy(
+        "name: up\nwhen: kv_usage < 0.3\naction:\n  set: {max_num_seqs: 'current * 2.0'}\n",
+        Path("up.yaml"),
+    )
+    lower = parse_policy(
+        "name: down\nwhen: kv_usage > 0.9\naction:\n  set: {max_num_seqs: 'current * 0.5'}\n",
+        Path("down.yaml"),
+    )
+    hot = {"gpu_temperature_celsius": {"0": 90.0}}
+
+    def guards(kv: float) -> list[tuple[str, str | None]]:
+        view = TargetView("main", {**hot, "kv_usage": kv}, {"max_num_seqs": 256})
+        result = tick(
+            [veto, raise_, lower],
+            {},
+            {"main": view},
+            envelopes=ENVELOPES,
+            history={},
+            now=0.0,
+            wall=START,
+        )
+        return [
+            (d.policy, d.guard) for d in result.decisions if d.kind.value in ("intent", "blocked")
+        ]
+
+    assert guards(0.1) == [("up", "veto")]
+    assert guards(0.95) == [("down", None)]
