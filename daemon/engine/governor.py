@@ -26,6 +26,7 @@ from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.own_metrics import OwnMetrics, create_own_metrics, serve_metrics
+from daemon.engine.policy_plane import PolicyPlane
 from daemon.engine.service_manager import ServiceManager
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.supervisor import EternalTask, Readiness, supervise
@@ -61,6 +62,9 @@ class Governor:
         self._manager = manager
         self._metrics: OwnMetrics = create_own_metrics(clock)
         self._signals = SignalPlane(loaded.config, clock, self._metrics.registry, secrets=secrets)
+        self._policies = PolicyPlane(
+            lambda: self._loaded.config, self._signals, clock, self._metrics.registry
+        )
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._started_at = clock.monotonic()
@@ -93,7 +97,10 @@ class Governor:
     async def run(self) -> None:
         """Run every eternal task until a stop is requested or one of them crashes."""
         self._manager.status("starting")
-        await supervise(self._tasks, self._stop, on_ready=self._on_ready)
+        try:
+            await supervise(self._tasks, self._stop, on_ready=self._on_ready)
+        finally:
+            self._policies.close()
 
     def _on_ready(self) -> None:
         self._state = "ready"
@@ -116,7 +123,10 @@ class Governor:
         )
 
     def _status_line(self) -> str:
-        return f"ready: config {self._loaded.path}, {len(self._tasks)} tasks"
+        policies = len(self._policies.policies.specs)
+        disabled = len({issue.path for issue in self._policies.policies.disabled})
+        broken = f", {disabled} policy file(s) disabled" if disabled else ""
+        return f"ready: {policies} policies{broken}, config {self._loaded.path}"
 
     def _eternal_tasks(self) -> list[EternalTask]:
         config = self._loaded.config
@@ -127,6 +137,7 @@ class Governor:
         if config.metrics.enabled:
             tasks.append(EternalTask("metrics endpoint", self._serve_metrics))
         tasks.extend(self._signals.tasks())
+        tasks.extend(self._policies.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks
@@ -135,6 +146,7 @@ class Governor:
         handlers: Mapping[str, Handler] = {
             "status": self._handle_status,
             "signals": self._handle_signals,
+            "explain": self._handle_explain,
         }
         await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
 
@@ -166,6 +178,11 @@ class Governor:
             new = load_config(path)
         except ConfigError as exc:
             self._reject_reload(exc)
+            return
+        # Configuration and policies change together or not at all.
+        policy_issues = self._policies.reload(new)
+        if policy_issues:
+            self._reject_reload(ConfigError(list(policy_issues)))
             return
         for section in _RESTART_ONLY:
             if _get(new, section) != _get(self._loaded.config, section):
@@ -203,7 +220,18 @@ class Governor:
             "last_reload_error": self._last_reload_error,
             "tasks": [task.name for task in self._tasks],
             "sources": self._signals.source_status(),
+            **self._policies.status(),
         }
+
+    async def _handle_explain(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
+        name = request.args.get("policy")
+        if not isinstance(name, str):
+            message = "'policy' must be a policy name"
+            raise ControlError(message)
+        answer = self._policies.explain(name)
+        if "error" in answer:
+            raise ControlError(str(answer["error"]))
+        return answer
 
     async def _handle_signals(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         prefix = request.args.get("prefix", "")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from daemon.app.control_client import call_daemon
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
@@ -18,7 +20,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "status",
         help="ask the running daemon for its status",
-        description="Ask the running governor, over its control socket, what it is doing.",
+        description="Ask the running governor, over its control socket, what it is doing: "
+        "sources and their freshness, each policy's state, disabled policy files, the "
+        "latest decisions.",
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
     parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
@@ -26,16 +30,24 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(main=main)
 
 
+def socket_of(args: argparse.Namespace) -> Path | None:
+    """The control socket: ``--socket``, or the one the configuration names (None: bad config)."""
+    if args.socket is not None:
+        path: Path = args.socket
+        return path
+    try:
+        return load_config(args.config).control.socket_path
+    except ConfigError as exc:
+        for issue in exc.issues:
+            print(issue.render(), file=sys.stderr)
+        return None
+
+
 def main(args: argparse.Namespace) -> int:
     """Print the daemon's status, or say clearly that no daemon runs."""
-    socket_path = args.socket
+    socket_path = socket_of(args)
     if socket_path is None:
-        try:
-            socket_path = load_config(args.config).control.socket_path
-        except ConfigError as exc:
-            for issue in exc.issues:
-                print(issue.render(), file=sys.stderr)
-            return EXIT_CONFIG
+        return EXIT_CONFIG
     try:
         status = call_daemon(socket_path, "status")
     except ControlError as exc:
@@ -44,6 +56,49 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(status, indent=2))
     else:
-        for key, value in status.items():
-            print(f"{key:>18}: {value}")
+        print(render(status))
     return EXIT_OK
+
+
+def render(status: dict[str, Any]) -> str:
+    """The status for a terminal."""
+    lines = [
+        f"governor {status['version']} (pid {status['pid']}): {status['state']}, "
+        f"up {status['uptime_s']:.0f} s, config {status['config_path']}"
+    ]
+    if status.get("last_reload_error"):
+        lines.append(f"last reload rejected: {status['last_reload_error']}")
+    lines.append("sources:")
+    for source in status.get("sources", []):
+        detail = f" ({source['detail']})" if source["detail"] else ""
+        error = f": {source['last_error']}" if source["last_error"] else ""
+        lines.append(
+            f"  {source['source']:<16} {source['state']}{detail} for {source['for_s']} s{error}"
+        )
+    lines.append("policies:")
+    for policy in status.get("policies", []):
+        mode = " [shadow]" if policy["mode"] == "shadow" else ""
+        targets = policy["targets"] or {"-": {"phase": "not evaluated yet"}}
+        for target, state in targets.items():
+            extra = ""
+            if state.get("since"):
+                extra += f" since {_time(state['since'])}"
+            if state.get("blocked_by"):
+                extra += f", blocked by {state['blocked_by']}"
+            lines.append(f"  {policy['name']:<24} {target:<10} {state['phase']}{extra}{mode}")
+    for problem in status.get("disabled", []):
+        lines.append(f"  disabled: {problem}")
+    decisions = status.get("recent_decisions", [])
+    if decisions:
+        lines.append("recent decisions:")
+        for decision in decisions[:10]:
+            guard = f" ({decision['guard']})" if decision["guard"] else ""
+            lines.append(
+                f"  {_time(decision['at'])} {decision['policy']} on {decision['target']}: "
+                f"{decision['kind']}{guard}"
+            )
+    return "\n".join(lines)
+
+
+def _time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

@@ -1,0 +1,137 @@
+"""The evaluator: every ``evaluation_interval_s``, what the sources see goes through the policies.
+
+Each tick builds one view per vLLM target from the signal rows, runs the pure
+:func:`~daemon.policy.tick.tick`, persists the states that changed and the decisions, and
+logs each decision once. Accepted intents go to the gate; until the actuators and approvals
+exist, the gate is a recorder: it logs what it would have done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from daemon.core.clock import Clock
+from daemon.core.settings import Envelope, GovernorConfig
+from daemon.engine.policy_set import PolicySet
+from daemon.engine.signal_plane import SignalPlane
+from daemon.engine.state_store import StateStore
+from daemon.engine.supervisor import Readiness
+from daemon.policy.decisions import Decision
+from daemon.policy.planner import KnobHistory, KnobKey
+from daemon.policy.state import PolicyState
+from daemon.policy.tick import StateKey, TickResult, tick
+from daemon.policy.views import target_views
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvaluatorMetrics:
+    """Counters of the evaluator."""
+
+    ticks: Histogram
+    decisions: Counter
+
+    @classmethod
+    def register(cls, registry: CollectorRegistry) -> EvaluatorMetrics:
+        """Create them in ``registry``."""
+        return cls(
+            Histogram(
+                "vllm_governor_evaluation_seconds",
+                "Time one evaluation of every policy took.",
+                registry=registry,
+                buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0),
+            ),
+            Counter(
+                "vllm_governor_decisions",
+                "Decisions by policy, kind and guard.",
+                ["policy", "kind", "guard"],
+                registry=registry,
+            ),
+        )
+
+
+@dataclass
+class Evaluator:
+    """Runs the policies on a timer; its state survives restarts through the store."""
+
+    config: Callable[[], GovernorConfig]
+    policies: Callable[[], PolicySet]
+    signals: SignalPlane
+    store: StateStore
+    clock: Clock
+    metrics: EvaluatorMetrics
+    states: dict[StateKey, PolicyState] = field(default_factory=dict)
+    history: dict[KnobKey, KnobHistory] = field(default_factory=dict)
+
+    async def run(self, readiness: Readiness) -> None:
+        """Load the persisted state, then evaluate forever."""
+        offset = self._offset()
+        self.states = self.store.load_states(offset)
+        self.history = self.store.load_history(offset)
+        log.info("policy state restored", extra={"states": len(self.states)})
+        readiness.started()
+        while True:
+            self.tick_once()
+            await asyncio.sleep(self.config().governor.evaluation_interval_s)
+
+    def tick_once(self) -> TickResult:
+        """One evaluation; returns what it concluded."""
+        config = self.config()
+        started = self.clock.monotonic()
+        targets = [instance.name for instance in config.vllm]
+        views = target_views(self.signals.rows(), targets)
+        result = tick(
+            self.policies().specs,
+            self.states,
+            views,
+            envelopes=_envelopes(config),
+            history=self.history,
+            now=self.clock.monotonic(),
+            wall=self.clock.wall(),
+        )
+        changed = {
+            key: state for key, state in result.states.items() if self.states.get(key) != state
+        }
+        offset = self._offset()
+        if changed:
+            self.store.save_states(changed, offset)
+        self.store.record(result.decisions, offset)
+        self.states = result.states
+        for decision in result.decisions:
+            self._report(decision)
+        self.metrics.ticks.observe(self.clock.monotonic() - started)
+        return result
+
+    def _report(self, decision: Decision) -> None:
+        self.metrics.decisions.labels(
+            policy=decision.policy, kind=decision.kind.value, guard=decision.guard or ""
+        ).inc()
+        changes = decision.intent.changes if decision.intent else None
+        log.info(
+            "policy decision",
+            extra={
+                "policy": decision.policy,
+                "target": decision.target,
+                "kind": decision.kind.value,
+                "guard": decision.guard,
+                "changes": changes,
+                "signals": decision.evidence.signals,
+            },
+        )
+
+    def _offset(self) -> float:
+        return self.clock.wall().timestamp() - self.clock.monotonic()
+
+
+def _envelopes(config: GovernorConfig) -> dict[KnobKey, Envelope]:
+    return {
+        (instance.name, knob): envelope
+        for instance in config.vllm
+        for knob, envelope in instance.knobs.items()
+    }

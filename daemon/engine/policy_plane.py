@@ -1,0 +1,175 @@
+"""The policy plane: the policies in force, their evaluator, their watcher, their status.
+
+Policies reload with the configuration (SIGHUP) and by themselves when a file under the policy
+directories changes; either way the swap is whole or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from daemon.core.clock import Clock
+from daemon.core.errors import ConfigIssue
+from daemon.core.settings import GovernorConfig
+from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
+from daemon.engine.policy_set import fingerprint, load_policy_set, reload_policy_set
+from daemon.engine.signal_plane import SignalPlane
+from daemon.engine.state_store import StateStore
+from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.policy.evaluate import evaluate
+from daemon.policy.state import PolicyState
+from daemon.policy.views import target_views
+
+log = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 2.0
+STATE_FILE = "state.sqlite3"
+
+
+class PolicyPlane:
+    """Owns the policy set and the evaluator."""
+
+    def __init__(
+        self,
+        config: Callable[[], GovernorConfig],
+        signals: SignalPlane,
+        clock: Clock,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._config = config
+        self._signals = signals
+        self._clock = clock
+        current = config()
+        self.policies = load_policy_set(current.governor.policy_dirs, _targets(current))
+        self.store = StateStore(current.governor.state_dir / STATE_FILE)
+        self.evaluator = Evaluator(
+            config,
+            lambda: self.policies,
+            signals,
+            self.store,
+            clock,
+            EvaluatorMetrics.register(registry),
+        )
+        Gauge("vllm_governor_policies", "Policies in force.", registry=registry).set_function(
+            lambda: len(self.policies.specs)
+        )
+        Gauge(
+            "vllm_governor_policy_files_disabled",
+            "Policy files left out because they are invalid.",
+            registry=registry,
+        ).set_function(lambda: len({issue.path for issue in self.policies.disabled}))
+
+    def tasks(self) -> list[EternalTask]:
+        """The evaluator and the watcher of policy files."""
+        return [
+            EternalTask("evaluator", self.evaluator.run),
+            EternalTask("policy file watcher", self._watch),
+        ]
+
+    def close(self) -> None:
+        """Close the state store."""
+        self.store.close()
+
+    def reload(self, config: GovernorConfig) -> tuple[ConfigIssue, ...]:
+        """Swap in the policies under ``config``'s directories, or keep the old set and say why."""
+        self.policies, issues = reload_policy_set(
+            self.policies, config.governor.policy_dirs, _targets(config)
+        )
+        if not issues:
+            self.store.forget_policies(spec.name for spec in self.policies.specs)
+            log.info("policies loaded", extra={"policies": [s.name for s in self.policies.specs]})
+        return issues
+
+    async def _watch(self, readiness: Readiness) -> None:
+        readiness.started()
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            config = self._config()
+            if fingerprint(config.governor.policy_dirs) == self.policies.fingerprint:
+                continue
+            issues = self.reload(config)
+            for issue in issues:
+                log.error(
+                    "policy reload rejected; keeping the policies in force",
+                    extra={"where": issue.render()},
+                )
+
+    def status(self) -> dict[str, Any]:
+        """Each policy's state per target, the disabled files, the latest decisions."""
+        offset = self._clock.wall().timestamp() - self._clock.monotonic()
+        policies = []
+        for spec in self.policies.specs:
+            targets = {}
+            for (name, target), state in self.evaluator.states.items():
+                if name == spec.name:
+                    targets[target] = _state_json(state, spec.cooldown_s, offset)
+            policies.append(
+                {
+                    "name": spec.name,
+                    "source": spec.source,
+                    "mode": "shadow" if spec.shadow else "active",
+                    "targets": targets,
+                }
+            )
+        return {
+            "policies": policies,
+            "disabled": [issue.render() for issue in self.policies.disabled],
+            "recent_decisions": self.store.recent_decisions(20),
+        }
+
+    def explain(self, name: str) -> dict[str, Any]:
+        """For the current signals: each target's view of one policy and what would happen."""
+        spec = next((s for s in self.policies.specs if s.name == name), None)
+        if spec is None:
+            known = ", ".join(s.name for s in self.policies.specs) or "none"
+            return {"error": f"no policy named {name!r} (in force: {known})"}
+        config = self._config()
+        views = target_views(self._signals.rows(), _targets(config))
+        now, wall = self._clock.monotonic(), self._clock.wall()
+        targets = {}
+        for target, view in views.items():
+            if not spec.applies_to(target):
+                continue
+            state = self.evaluator.states.get((spec.name, target), PolicyState())
+            after, decisions = evaluate(spec, state, view, now, wall)
+            signals = {n: view.signals.get(n) for n in sorted(spec.when.signals)}
+            targets[target] = {
+                "condition": spec.when.source,
+                "signals": signals,
+                "phase": state.phase.value,
+                "held_for_s": None if state.since is None else round(now - state.since, 1),
+                "for_s": spec.for_s,
+                "would": [
+                    {
+                        "kind": d.kind.value,
+                        "guard": d.guard,
+                        "intent": asdict(d.intent) if d.intent else None,
+                    }
+                    for d in decisions
+                ],
+                "next_phase": after.phase.value,
+            }
+        return {"policy": spec.name, "description": spec.description, "targets": targets}
+
+
+def _targets(config: GovernorConfig) -> list[str]:
+    return [instance.name for instance in config.vllm]
+
+
+def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[str, Any]:
+    cooling = None
+    if state.last_action_at is not None:
+        cooling = state.last_action_at + cooldown_s + offset
+    return {
+        "phase": state.phase.value,
+        "since": None if state.since is None else state.since + offset,
+        "last_action_at": None if state.last_action_at is None else state.last_action_at + offset,
+        "cooling_down_until": cooling,
+        "blocked_by": state.blocked_by,
+    }
