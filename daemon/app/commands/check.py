@@ -6,9 +6,7 @@ import argparse
 from pathlib import Path
 
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError, ConfigIssue
-from daemon.policy.loading import load_policies, policy_files
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -32,6 +30,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     """Check every file and print each problem on its own line."""
+    from daemon.core.config_files import load_config
+    from daemon.policy.loading import load_policies, policy_files
+
     issues: list[ConfigIssue] = []
     policy_paths: list[Path] = list(args.policies)
     targets: list[str] | None = None

@@ -15,15 +15,17 @@ import signal
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_DEADLINE, EXIT_FAILURE, EXIT_OK
 from daemon.app.logging_setup import configure_logging
 from daemon.app.systemd_notify import SystemdNotifier
 from daemon.core.clock import SystemClock
-from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError, ControlError, SecretError, TaskCrashedError
-from daemon.core.secrets import GovernorSecrets, load_secrets
-from daemon.engine.governor import Governor, LoadedConfig
+
+if TYPE_CHECKING:
+    from daemon.core.secrets import GovernorSecrets
+    from daemon.engine.governor import LoadedConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     """Load the configuration, then serve until stopped."""
+    from daemon.core.config_files import load_config
+    from daemon.core.secrets import load_secrets
+    from daemon.engine.governor import LoadedConfig
+
     clock = SystemClock()
     try:
         config = load_config(args.config)
@@ -65,6 +71,8 @@ def main(args: argparse.Namespace) -> int:
 async def _serve(
     loaded: LoadedConfig, clock: SystemClock, notifier: SystemdNotifier, secrets: GovernorSecrets
 ) -> int:
+    from daemon.engine.governor import Governor
+
     governor = Governor(loaded, clock, notifier, secrets)
     deadline_s = loaded.config.governor.shutdown_deadline_s
     loop = asyncio.get_running_loop()

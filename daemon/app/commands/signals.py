@@ -11,15 +11,15 @@ import asyncio
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.app.control_client import call_daemon
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.core.clock import SystemClock
-from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError, ControlError, DaemonNotRunningError
-from daemon.core.settings import GovernorConfig
-from daemon.engine.one_off import collect_once
+
+if TYPE_CHECKING:
+    from daemon.core.settings import GovernorConfig
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     """Print the signals."""
+    from daemon.core.config_files import load_config
+    from daemon.engine.one_off import collect_once
+
     try:
         config = load_config(args.config)
     except ConfigError as exc:

@@ -11,7 +11,6 @@ from typing import Any
 
 from daemon.app.control_client import call_daemon
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError, ControlError
 
 
@@ -35,6 +34,8 @@ def socket_of(args: argparse.Namespace) -> Path | None:
     if args.socket is not None:
         path: Path = args.socket
         return path
+    from daemon.core.config_files import load_config
+
     try:
         return load_config(args.config).control.socket_path
     except ConfigError as exc:
