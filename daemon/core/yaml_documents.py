@@ -49,42 +49,51 @@ def load_located_yaml(path: Path, *, max_bytes: int = MAX_BYTES) -> LocatedDocum
 
 
 def parse_located_yaml(text: str, path: Path) -> LocatedDocument:
-    """Parse ``text`` read from ``path`` (used in messages)."""
+    """Parse ``text`` read from ``path`` (used in messages); one pass of the parser."""
+    loader = _Loader(text)
+    locations: dict[KeyPath, Location] = {}
     try:
-        _refuse_anchors(text, path)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
+        if not isinstance(node, yaml.MappingNode):
+            kind = "empty" if node is None else node.tag.rsplit(":", 1)[-1]
+            issue = ConfigIssue(path, 1, 1, "", f"the top level must be a mapping, not {kind}")
+            raise ConfigError([issue])
+        # Locations first: the walk also refuses aliases and deep nesting before anything is
+        # constructed (and so before an alias could be expanded).
+        _walk(node, (), locations, path, depth=0, seen=set())
+        data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
         problem = exc.problem or exc.context or "invalid YAML"
-        raise ConfigError(
-            [ConfigIssue(path, line, column, "", f"YAML syntax error: {problem}")]
-        ) from exc
+        message = f"YAML syntax error: {problem}"
+        raise ConfigError([ConfigIssue(path, line, column, "", message)]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([ConfigIssue(path, 0, 0, "", f"YAML error: {exc}")]) from exc
-    if not isinstance(node, yaml.MappingNode):
-        kind = "empty" if node is None else node.tag.rsplit(":", 1)[-1]
-        issue = ConfigIssue(path, 1, 1, "", f"the top level must be a mapping, not {kind}")
-        raise ConfigError([issue])
-    locations: dict[KeyPath, Location] = {}
-    _walk(node, (), locations, path, depth=0)
-    data = yaml.safe_load(text)
+    finally:
+        loader.dispose()
     return LocatedDocument(path, data, locations)
 
 
-def _refuse_anchors(text: str, path: Path) -> None:
-    for event in yaml.parse(text, Loader=yaml.SafeLoader):
-        anchor = getattr(event, "anchor", None)
-        if isinstance(event, yaml.AliasEvent) or anchor:
-            mark = event.start_mark
-            line, column = (mark.line + 1, mark.column + 1) if mark else (0, 0)
-            message = "anchors and aliases (&, *) are not allowed in policy files"
-            raise ConfigError([ConfigIssue(path, line, column, "", message)])
+# libyaml's C parser when PyYAML was built with it (the wheels are): same nodes and marks.
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _walk(
-    node: yaml.Node, prefix: KeyPath, out: dict[KeyPath, Location], path: Path, depth: int
+    node: yaml.Node,
+    prefix: KeyPath,
+    out: dict[KeyPath, Location],
+    path: Path,
+    *,
+    depth: int,
+    seen: set[int],
 ) -> None:
+    # An alias is the same node object met twice: refused before it can be expanded.
+    if id(node) in seen and not isinstance(node, yaml.ScalarNode):
+        mark = node.start_mark
+        message = "anchors and aliases (&, *) are not allowed in policy files"
+        raise ConfigError([ConfigIssue(path, mark.line + 1, mark.column + 1, "", message)])
+    seen.add(id(node))
     if depth > MAX_DEPTH:
         mark = node.start_mark
         message = f"nested more than {MAX_DEPTH} levels deep"
@@ -94,9 +103,9 @@ def _walk(
             name = key.value if isinstance(key, yaml.ScalarNode) else str(key.start_mark)
             here = (*prefix, name)
             out[here] = Location(key.start_mark.line + 1, key.start_mark.column + 1)
-            _walk(value, here, out, path, depth + 1)
+            _walk(value, here, out, path, depth=depth + 1, seen=seen)
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             here = (*prefix, index)
             out[here] = Location(item.start_mark.line + 1, item.start_mark.column + 1)
-            _walk(item, here, out, path, depth + 1)
+            _walk(item, here, out, path, depth=depth + 1, seen=seen)

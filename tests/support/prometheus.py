@@ -3,6 +3,9 @@
 Started with its storage in a temporary directory and a 1 s scrape interval; ``start`` returns
 once ``/-/ready`` answers and the target has been scraped at least once (``up`` is 1), so a
 test's first query already sees data. Always killed when the ``with`` block ends.
+
+Optionally it also loads rule files (``rule_files``; each group sets its own ``interval``), for
+benchmarks and tests of alerting rules, and may be given longer to start (``start_timeout_s``).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Self
@@ -29,11 +33,22 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 class Prometheus:
     """One ``prometheus`` process scraping ``target`` (``host:port``); a context manager."""
 
-    def __init__(self, executable: str, directory: Path, target: str, *, port: int = 0) -> None:
+    def __init__(
+        self,
+        executable: str,
+        directory: Path,
+        target: str,
+        *,
+        port: int = 0,
+        rule_files: Sequence[Path] = (),
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
         self.executable = executable
         self.directory = directory
         self.target = target
         self.port = port or free_port()
+        self.rule_files = tuple(rule_files)
+        self.start_timeout_s = start_timeout_s
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -47,10 +62,12 @@ class Prometheus:
         return self.directory / "prometheus.log"
 
     def _write_config(self) -> Path:
-        config = {
+        config: dict[str, object] = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
             "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [self.target]}]}],
         }
+        if self.rule_files:
+            config["rule_files"] = [str(path.resolve()) for path in self.rule_files]
         path = self.directory / "prometheus.yml"
         path.write_text(json.dumps(config))  # JSON is YAML
         return path
@@ -73,7 +90,7 @@ class Prometheus:
         ]
         with self.log_path.open("ab") as log:
             self._process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 self._process = None
@@ -84,9 +101,14 @@ class Prometheus:
             time.sleep(0.1)
         self.stop()
         message = (
-            f"prometheus was not ready within {START_TIMEOUT_S} s:\n{self.log_path.read_text()}"
+            f"prometheus was not ready within {self.start_timeout_s:g} s:\n"
+            f"{self.log_path.read_text()}"
         )
         raise RuntimeError(message)
+
+    def get(self, path: str) -> tuple[int, bytes]:
+        """GET ``path`` (``/metrics``, ``/api/v1/...``): the status (0 when unreachable), body."""
+        return self._get(path)
 
     def _get(self, path: str) -> tuple[int, bytes]:
         try:

@@ -48,11 +48,11 @@ def test_policy_problems_are_listed_one_per_line(
     )
     assert code == 1
     out = capsys.readouterr().out.splitlines()
-    assert out == [
-        "/nope.yaml:0:0: no such file or directory",
-        f"{tmp_path / 'bad.yaml'}:2:7: YAML syntax error: mapping values are not allowed here",
-        f"{tmp_path / 'list.yml'}:1:1: the top level must be a mapping, not seq",
-    ]
+    assert out[0] == "/nope.yaml:0:0: no such file or directory"
+    # The wording is the YAML parser's (libyaml's when PyYAML has it); the place is ours.
+    assert out[1].startswith(f"{tmp_path / 'bad.yaml'}:2:7: YAML syntax error: mapping values")
+    assert out[2] == f"{tmp_path / 'list.yml'}:1:1: the top level must be a mapping, not seq"
+    assert len(out) == 3
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

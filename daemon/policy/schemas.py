@@ -1,0 +1,148 @@
+"""JSON Schemas of the policy file and of the policy test file, for editors and CI.
+
+Both are generated from the pydantic models, the single source of truth, then given what an
+editor shows (yaml-language-server: hover, completion, validation as you type): a description
+and examples per field, and the names of the knobs and signals where keys name them. The
+policy model's field descriptions live here, next to the schema, so that the spec stays a
+plain statement of the format. ``docs/schemas/*.schema.json`` are these, committed; a test
+regenerates them and fails when they differ (``vllm-governor schema [--tests]`` prints them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from daemon.core.knobs import KNOBS
+from daemon.policy.spec import PolicyModel
+from daemon.policy.testing.models import PolicyTestsModel
+
+DRAFT = "https://json-schema.org/draft/2020-12/schema"
+FieldDoc = tuple[str, tuple[Any, ...]]  # description, examples
+
+POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
+    "PolicyModel": {
+        "name": ("Unique name: lower case, digits, - and _.", ("kv-thrash",)),
+        "description": (
+            "One sentence for people: status, approvals and the audit log show it.",
+            (),
+        ),
+        "targets": (
+            'vLLM instances (config.toml [[vllm]] names) it watches; "*" is every instance.',
+            (["main"], ["*"]),
+        ),
+        "when": (
+            "CEL condition over signals; signals are doubles (write 100.0, not 100). "
+            "See docs/policies.md for the signal names.",
+            ("preemptions_per_s > 0.5 && ttft_p95_s > 2.0",),
+        ),
+        "for": ("How long `when` must hold before the policy fires.", ("2m", "30s")),
+        "clear": (
+            "Exit condition (hysteresis): firing stops once this holds for keep_firing_for. "
+            "Default: `when` no longer holds.",
+            ("preemptions_per_s < 0.05",),
+        ),
+        "keep_firing_for": ("How long the exit condition must hold to stop firing.", ("5m",)),
+        "on_no_data": (
+            "When a signal has no fresh value: hold (change nothing), assume_ok (as if false), "
+            "assume_bad (as if true, but only alert: never act on missing data).",
+            ("hold",),
+        ),
+        "action": ("What to do when it fires; none: the policy only records that it fires.", ()),
+        "cooldown": (
+            "At most one action per cooldown while it keeps firing; it acts again each time "
+            "the cooldown has passed and `when` still holds.",
+            ("30m",),
+        ),
+        "budget_per_hour": ("At most this many actions of this policy per target per hour.", (2,)),
+        "mode": ("shadow: decide and record what it would do, never act.", ("shadow",)),
+        "schedule": ("Windows in which it may act; outside them it is blocked (schedule).", ()),
+    },
+    "ActionModel": {
+        "set": (
+            "Knob -> CEL expression of its new value over `current` (the knob's value) and "
+            "signals. The planner keeps it inside the knob's envelope.",
+            ({"max_num_seqs": "math.greatest(current * 0.75, 32.0)"},),
+        ),
+        "operation": ("A named operation instead of knob values.", ("restart",)),
+        "veto": (
+            "While this policy fires on a server, no policy may move these knobs there the "
+            "unsafe way (moves the safer way still pass).",
+            (["max_num_seqs", "max_num_batched_tokens"],),
+        ),
+        "risk": (
+            "auto: applied by the governor; approval: a person approves it first. Default: "
+            "approval for restarts and restart-required knobs, else auto.",
+            ("approval",),
+        ),
+    },
+    "ScheduleModel": {
+        "windows": ("The policy may act only inside one of these windows.", ()),
+    },
+    "WindowModel": {
+        "cron": (
+            "When the window opens: five cron fields, minute first (APScheduler; use day "
+            "names such as sat, since its weekday 0 is Monday).",
+            ("0 2 * * sat",),
+        ),
+        "duration": ("How long the window stays open.", ("4h",)),
+        "timezone": ("The time zone of the cron expression (IANA name).", ("Europe/Paris",)),
+    },
+}
+
+# The envelope is config.toml's; a test file states one per simulated knob.
+ENVELOPE_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
+    "Envelope": {
+        "min": ("The lowest value the governor may set.", (32,)),
+        "max": ("The highest value the governor may set.", (1024,)),
+        "max_step": ("The largest change in one step.", (64,)),
+        "min_dwell_s": ("Seconds a knob stays put after a change.", (900,)),
+        "hourly_budget": ("At most this many changes of the knob per hour.", (2,)),
+    },
+}
+
+
+def policy_schema() -> dict[str, Any]:
+    """The JSON Schema of a policy file, with descriptions and examples."""
+    schema = _described(PolicyModel.model_json_schema(by_alias=True), POLICY_FIELDS)
+    action = _definition(schema, "ActionModel")["properties"]
+    action["set"]["propertyNames"] = {"enum": sorted(KNOBS)}
+    action["veto"]["items"]["enum"] = sorted(KNOBS)
+    return _headed(schema, "vLLM Governor policy", "One policy file (docs/policies.md).")
+
+
+def policy_test_schema() -> dict[str, Any]:
+    """The JSON Schema of a policy test file."""
+    schema = _described(PolicyTestsModel.model_json_schema(by_alias=True), ENVELOPE_FIELDS)
+    description = "A policy test file, run by `vllm-governor test` (docs/policies.md)."
+    return _headed(schema, "vLLM Governor policy test", description)
+
+
+def render(schema: Mapping[str, Any]) -> str:
+    """The text committed under ``docs/schemas/``: stable, indented, ending in a newline."""
+    return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
+
+
+def _described(
+    schema: dict[str, Any], docs: Mapping[str, Mapping[str, FieldDoc]]
+) -> dict[str, Any]:
+    for model, fields in docs.items():
+        properties = _definition(schema, model).get("properties", {})
+        for name, (description, examples) in fields.items():
+            if name in properties:
+                properties[name]["description"] = description
+                if examples:
+                    properties[name]["examples"] = list(examples)
+    return schema
+
+
+def _definition(schema: dict[str, Any], model: str) -> dict[str, Any]:
+    if schema.get("title") == model:
+        return schema
+    definition: dict[str, Any] = schema["$defs"][model]
+    return definition
+
+
+def _headed(schema: dict[str, Any], title: str, description: str) -> dict[str, Any]:
+    return {"$schema": DRAFT, **schema, "title": title, "description": description}
