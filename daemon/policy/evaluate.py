@@ -4,8 +4,9 @@
 
 Semantics, in the order they apply:
 
-* ``when`` is tested; if a signal it reads has no fresh value, the result is *no data* and
-  ``on_no_data`` decides: ``hold`` changes nothing at all, ``assume_ok`` reads it as false,
+* ``when`` is tested on fresh values only; when a signal without a fresh value matters to the
+  result (CEL settles ``true || x`` without ``x``), the result is *no data* and ``on_no_data``
+  decides: ``hold`` changes nothing at all, ``assume_ok`` reads it as false,
   ``assume_bad`` as true, but a policy firing on missing data only alerts, it never acts.
 * Inactive → pending when ``when`` holds; pending → firing once it has held for ``for``
   (pending → inactive as soon as it does not).
@@ -217,13 +218,18 @@ def _values(expression: Expression, view: TargetView) -> dict[str, Any] | None:
 
 
 def _truth(expression: Expression, view: TargetView) -> bool | None:
-    values = _values(expression, view)
-    if values is None:
-        return None
+    """True, false, or None when fresh data cannot decide.
+
+    Only fresh signals are bound. CEL's ``||`` and ``&&`` are commutative and absorb a missing
+    operand when the other decides (``true || ?`` is true, ``false && ?`` is false), so a
+    condition can be settled by fresh data alone; when it cannot, evaluation yields an error,
+    which is "no data". Stale data never takes part either way.
+    """
+    available = {name: view.signals[name] for name in expression.signals if name in view.signals}
     try:
-        return bool(expression.evaluate(values))
+        return bool(expression.evaluate(available))
     except ExpressionError:
-        return None  # e.g. a map key that is absent: no data about it
+        return None  # a missing signal or map key mattered: no data
 
 
 def _evidence(

@@ -10,7 +10,8 @@ Pure, like evaluation. For each intent, per knob:
 2. **Envelope.** A knob without an envelope is never changed (``no_envelope``). The wanted value
    is clamped to ``[min, max]``, then moved at most ``max_step`` from the current value, and
    rounded for integer knobs (towards the current value, so a step never overshoots).
-3. **No-op.** If that leaves the knob where it is, nothing happens (``no_change``).
+3. **No-op.** A knob that would stay where it is drops out of the change; if every knob of
+   the intent would, nothing happens (``no_change``).
 4. **Dwell and budget.** A knob changed less than ``min_dwell_s`` ago stays (``dwell``); one
    changed ``hourly_budget`` times in the last hour stays (``knob_budget``).
 
@@ -72,7 +73,8 @@ def plan(
         intent = decision.intent
         assert intent is not None
         assert decision.kind is DecisionKind.INTENT
-        guard, reason, bounded = None, "", dict(intent.changes)
+        guard, reason, bounded = None, "", {}
+        unchanged: list[str] = []
         for knob, wanted in intent.changes.items():
             key = (decision.target, knob)
             if winners.get(key) is not decision:
@@ -84,9 +86,15 @@ def plan(
             guard, reason, value = _bound(
                 key, wanted, intent, envelopes=envelopes, history=history, now=now
             )
+            if guard == "no_change":
+                guard, reason = None, ""
+                unchanged.append(knob)
+                continue
             if guard is not None:
                 break
             bounded[knob] = value
+        if guard is None and unchanged and not bounded:
+            guard, reason = "no_change", f"{', '.join(unchanged)} already where wanted (bounded)"
         if guard is None:
             final = replace(intent, changes=bounded)
             accepted.append(replace(decision, intent=final))

@@ -165,3 +165,11 @@ def test_intent_carries_current_desired_value_and_evidence() -> None:
     assert intent.intent.risk == "approval"  # max_num_seqs needs a restart
     assert intent.evidence.signals == {"preemptions_per_s": 2.0, "ttft_p95_s": 5.0}
     assert intent.evidence.held_for_s == 0.0
+
+
+def test_fresh_data_alone_can_settle_an_or() -> None:
+    spec = policy("name: p\nwhen: kv_usage > 0.9 || waiting > 10.0\nfor: 0s\n")
+    _, seen = run(spec, [(0, {"kv_usage": 0.95})])  # waiting has no data, and does not matter
+    assert seen == [(0, "fired", None)]
+    _, seen = run(spec, [(0, {"kv_usage": 0.5})])  # now it would matter: no data, hold
+    assert seen == []

@@ -184,3 +184,25 @@ def test_a_firing_veto_blocks_unsafe_moves_only() -> None:
 
     assert guards(0.1) == [("up", "veto")]
     assert guards(0.95) == [("down", None)]
+
+
+def test_a_knob_already_in_place_drops_out_of_a_multi_knob_change() -> None:
+    envelopes = {
+        ("main", "log_level"): Envelope(min=10, max=40, max_step=30),
+        ("main", "enable_log_requests"): Envelope(min=0, max=1, max_step=1),
+    }
+    decision = Decision(
+        "disk",
+        "main",
+        0.0,
+        DecisionKind.INTENT,
+        Evidence("x", {}),
+        Intent(
+            {"log_level": 30.0, "enable_log_requests": 0.0},
+            {"log_level": 20.0, "enable_log_requests": 0.0},
+            None,
+            "approval",
+        ),
+    )
+    result = plan([decision], envelopes, {}, now=0)
+    assert [d.intent.changes for d in result.accepted if d.intent] == [{"log_level": 30.0}]
