@@ -25,9 +25,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from simulator.errors import SpecError, SpecIssue
+from simulator.shipped import PROFILE_DIR, shipped_profiles
 from simulator.spec_files import load_mapping, validate
-
-PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 
 # vLLM 0.33 captures CUDA graphs for batch sizes up to min(2 * max_num_seqs, 512) on H100
 # (1024 on data-centre Blackwell), also capped by the token budget: `_set_cudagraph_sizes`
@@ -90,11 +89,6 @@ class EngineProfile(BaseModel):
         )
         wanted = _capture_graph_count(max_num_seqs, max_num_batched_tokens)
         return self.restart_s + self.cuda_graph_capture_s * (wanted - default) / max(default, 1)
-
-
-def shipped_profiles() -> list[str]:
-    """Names of the profiles shipped with the simulator."""
-    return sorted(path.stem for path in PROFILE_DIR.glob("*.yaml"))
 
 
 def load_profile(name_or_path: str | Path) -> EngineProfile:

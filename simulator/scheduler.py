@@ -208,6 +208,7 @@ class Scheduler:
         self._last_step_end = now
         generated = plan.decode_tokens
         first_tokens = 0
+        ttfts: list[float] = []
         finished: list[FinishedRequest] = []
         for request, chunk in self._planned:
             request.computed += chunk
@@ -218,6 +219,7 @@ class Scheduler:
             if request.first_token_at is None:
                 request.first_token_at = now
                 first_tokens += 1
+                ttfts.append(now - request.arrived_at)
                 self.counters.prompt_tokens += request.prompt_tokens
                 self._prefill_backlog_tokens -= request.prompt_tokens
             elif request.last_token_at is not None:
@@ -234,7 +236,7 @@ class Scheduler:
                 self._stop_decoding(request, plan.number)
                 finished.append(self._finish(request, now))
         self.counters.generation_tokens += generated
-        return StepResult(plan, generated, first_tokens, tuple(finished), tuple(itl))
+        return StepResult(plan, generated, first_tokens, tuple(finished), tuple(itl), tuple(ttfts))
 
     def abort(self, request: Request, now: float) -> FinishedRequest | None:
         """Abort one request between steps (a client went away); None if it already ended."""

@@ -50,6 +50,8 @@ class StepResult(NamedTuple):
         finished: Requests that completed at its end.
         inter_token_latencies: (seconds, count) pairs, one observation per token that was
             not a request's first (``vllm:inter_token_latency_seconds``).
+        ttfts: Time to first token of each request that received its first token, observed
+            when the token comes out as vLLM does (``vllm:time_to_first_token_seconds``).
     """
 
     plan: StepPlan
@@ -57,6 +59,7 @@ class StepResult(NamedTuple):
     first_tokens: int
     finished: tuple[FinishedRequest, ...]
     inter_token_latencies: tuple[tuple[float, int], ...]
+    ttfts: tuple[float, ...] = ()
 
 
 @dataclass(slots=True)

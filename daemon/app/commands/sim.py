@@ -1,36 +1,33 @@
 """``vllm-governor sim``: the simulated vLLM.
 
 ``sim run`` simulates a whole workload in virtual time with the static settings of a vLLM
-``--config`` YAML and writes the JSON report; ``sim serve`` (the real-time server) registers
-its own subcommand next to it.
+``--config`` YAML and writes the JSON report; ``sim serve`` runs the same model in real time
+as a server that looks like vLLM 0.33 from outside (see ``simulator/README.md``).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from daemon.app.defaults import EXIT_CONFIG, EXIT_OK
-from simulator.errors import SpecError
-from simulator.profiles import load_profile, shipped_profiles
-from simulator.static_runs import simulate
-from simulator.synthetic_workloads import generate, load_workload
-from simulator.trace_replay import read_trace
-from simulator.vllm_config import load_vllm_config
+from simulator.shipped import DEFAULT_HOST, DEFAULT_PORT, shipped_profiles
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``sim`` subcommand and its own subcommands."""
     parser = subparsers.add_parser(
         "sim",
-        help="the simulated vLLM: virtual-time runs (and a real-time server)",
+        help="the simulated vLLM: virtual-time runs and a real-time server",
         description="A simulated vLLM V1 engine calibrated on published figures.",
     )
     commands = parser.add_subparsers(title="sim commands", metavar="SIM_COMMAND")
     _register_run(commands)
+    _register_serve(commands)
 
 
 def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,8 +59,92 @@ def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     parser.set_defaults(main=run_main)
 
 
+def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run a simulated vLLM 0.33 server in real time",
+        description="Serve the simulated engine in real time behind vLLM 0.33's HTTP API "
+        "(/health, /ping, /version, /v1/models, /v1/completions, /metrics). The port stays "
+        "closed while the engine 'loads'; SIGTERM drains for the YAML's shutdown-timeout "
+        "(default 0: abort in-flight requests), then the process exits 0. Restart the process "
+        "to apply a changed config.",
+    )
+    parser.add_argument(
+        "--config", type=Path, required=True, help="vLLM --config YAML (vLLM's own format)"
+    )
+    parser.add_argument(
+        "--profile",
+        required=True,
+        help=f"engine profile: a shipped name ({', '.join(shipped_profiles())}) or a file",
+    )
+    parser.add_argument(
+        "--host", help=f"address to listen on (default: the YAML's host:, else {DEFAULT_HOST})"
+    )
+    parser.add_argument(
+        "--port", type=int, help=f"port (default: the YAML's port:, else {DEFAULT_PORT})"
+    )
+    parser.add_argument(
+        "--load",
+        metavar="TRACE_OR_SPEC",
+        help="replay a trace CSV or a workload YAML (a path or a shipped name) against the "
+        "server itself, from the moment it is ready",
+    )
+    parser.add_argument("--load-seed", type=int, help="seed of a workload spec")
+    parser.add_argument(
+        "--load-origin",
+        type=float,
+        metavar="UNIX_TIME",
+        help="pin the workload's time 0 to this Unix time, so that a restarted server "
+        "continues the workload (arrivals while it was down are counted as missed)",
+    )
+    parser.add_argument(
+        "--loading-s",
+        type=float,
+        metavar="SECONDS",
+        help="seconds the port stays closed at start (default: the profile's restart time)",
+    )
+    parser.set_defaults(main=serve_main)
+
+
+def serve_main(args: argparse.Namespace) -> int:
+    """Resolve the inputs and serve until SIGTERM."""
+    from simulator.errors import SpecError
+    from simulator.server.options import ServeOptions, resolve
+    from simulator.server.process import run_server
+
+    options = ServeOptions(
+        config=args.config,
+        profile=args.profile,
+        host=args.host,
+        port=args.port,
+        load=args.load,
+        load_seed=args.load_seed,
+        load_origin=args.load_origin,
+        loading_s=args.loading_s,
+    )
+    try:
+        plan = resolve(options)
+    except SpecError as exc:
+        for issue in exc.issues:
+            print(issue.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s sim-vllm %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    return run_server(plan)
+
+
 def run_main(args: argparse.Namespace) -> int:
     """Load the inputs, simulate, print a summary and write the report."""
+    from simulator.errors import SpecError
+    from simulator.profiles import load_profile
+    from simulator.static_runs import simulate
+    from simulator.synthetic_workloads import generate, load_workload
+    from simulator.trace_replay import read_trace
+    from simulator.vllm_config import load_vllm_config
+
     try:
         profile = load_profile(args.profile)
         settings = load_vllm_config(args.config, profile)

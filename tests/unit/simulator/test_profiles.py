@@ -5,7 +5,8 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import SpecError
-from simulator.profiles import EngineProfile, load_profile, shipped_profiles
+from simulator.profiles import EngineProfile, load_profile
+from simulator.shipped import shipped_profiles
 
 EIGHT_B = Path(__file__).resolve().parents[3] / "simulator/profiles/llama-3.1-8b-h100-tp1.yaml"
 

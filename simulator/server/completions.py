@@ -1,0 +1,160 @@
+"""The OpenAI completions API as vLLM serves it: parsing a request, shaping the answers.
+
+Pure functions over JSON-ready values; the HTTP handler (:mod:`simulator.server.routes`)
+does the I/O. The simulated model has no tokenizer: a string prompt counts one token per
+whitespace-separated word, a list of token ids one per id, and the generated text is one
+word per token, so ``len(text.split())`` of an answer is its ``completion_tokens``.
+
+Differences from vLLM, by design: one prompt per request (no batch of prompts), ``n`` must
+be 1, and ``max_tokens`` defaults to 16 (the OpenAI default; vLLM would fill the rest of the
+context window, which the simulator does not model). The simulated model always generates
+exactly ``max_tokens`` tokens, so every completed answer ends with ``finish_reason
+"length"``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_MAX_TOKENS = 16
+_WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again")
+
+
+class CompletionError(Exception):
+    """A request the API refuses; rendered with :func:`error_body`.
+
+    Args:
+        status: HTTP status.
+        message: What is wrong, for the client.
+        param: The request field at fault, if one is.
+    """
+
+    def __init__(self, status: int, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.param = param
+
+
+@dataclass(frozen=True, slots=True)
+class CompletionRequest:
+    """A valid completions request, reduced to what the engine needs.
+
+    Attributes:
+        prompt_tokens: Prompt length in tokens.
+        max_tokens: Tokens to generate.
+        stream: Whether to stream server-sent events.
+        include_usage: Whether a streamed answer ends with a usage chunk.
+    """
+
+    prompt_tokens: int
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+
+
+def parse_completion_request(body: Any, served_model: str) -> CompletionRequest:
+    """Validate a ``POST /v1/completions`` body.
+
+    Raises:
+        CompletionError: 400 for a malformed request, 404 for another model's name.
+    """
+    if not isinstance(body, dict):
+        raise CompletionError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model != served_model:
+        raise CompletionError(404, f"The model `{model}` does not exist.", "model")
+    n = body.get("n", 1)
+    if n != 1:
+        raise CompletionError(400, "the simulated server supports n = 1 only", "n")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise CompletionError(400, "stream must be true or false", "stream")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise CompletionError(400, "stream_options must be an object", "stream_options")
+    return CompletionRequest(
+        prompt_tokens=_prompt_tokens(body.get("prompt")),
+        max_tokens=_max_tokens(body.get("max_tokens")),
+        stream=stream,
+        include_usage=bool(options.get("include_usage", False)),
+    )
+
+
+def _prompt_tokens(prompt: Any) -> int:
+    # A batch of one is accepted in both spellings: ["text"] and [[1, 2, 3]].
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
+        prompt = prompt[0]
+    if isinstance(prompt, str):
+        count = len(prompt.split())
+    elif isinstance(prompt, list) and all(
+        isinstance(token, int) and not isinstance(token, bool) for token in prompt
+    ):
+        count = len(prompt)
+    else:
+        message = "prompt must be a string or a list of token ids (one prompt per request)"
+        raise CompletionError(400, message, "prompt")
+    if count < 1:
+        raise CompletionError(400, "prompt cannot be empty", "prompt")
+    return count
+
+
+def _max_tokens(value: Any) -> int:
+    if value is None:
+        return DEFAULT_MAX_TOKENS
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise CompletionError(400, "max_tokens must be an integer of at least 1", "max_tokens")
+    return value
+
+
+def generated_text(start: int, end: int) -> str:
+    """The text of output tokens ``start`` to ``end`` (exclusive): one word each."""
+    return "".join(" " + _WORDS[index % len(_WORDS)] for index in range(start, end))
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+    """The ``usage`` object of an answer."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
+        "prompt_tokens_details": None,
+    }
+
+
+def choice(text: str, finish_reason: str | None) -> dict[str, Any]:
+    """One choice of an answer or a streamed chunk."""
+    return {
+        "index": 0,
+        "text": text,
+        "logprobs": None,
+        "finish_reason": finish_reason,
+        "stop_reason": None,
+    }
+
+
+def completion(
+    request_id: str, created: int, model: str, choices: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A ``text_completion`` object: a whole answer, or one chunk of a stream."""
+    return {
+        "id": request_id,
+        "object": "text_completion",
+        "created": created,
+        "model": model,
+        "choices": choices,
+    }
+
+
+def error_body(status: int, message: str, param: str | None = None) -> dict[str, Any]:
+    """The error object of vLLM (``ErrorResponse``)."""
+    kinds = {400: "BadRequestError", 404: "NotFoundError", 503: "ServiceUnavailableError"}
+    return {
+        "error": {
+            "message": message,
+            "type": kinds.get(status, "InternalServerError"),
+            "param": param,
+            "code": status,
+        }
+    }

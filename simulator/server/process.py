@@ -1,0 +1,209 @@
+"""The ``sim serve`` process: load, listen, drive the engine, drain on SIGTERM, exit.
+
+The lifecycle follows ``vllm serve`` as the governor sees it:
+
+1. **Loading.** The port stays closed (connections are refused) for the loading time, as
+   vLLM's is until its engine is built. SIGTERM now exits at once.
+2. **Serving.** The port opens; the engine driver and, with ``--load``, the workload replay
+   run as named tasks under one task group.
+3. **SIGTERM (or SIGINT).** The engine drains for up to ``shutdown-timeout`` s of the YAML
+   (0, the default, aborts in-flight requests at once); new requests get 503 meanwhile. When
+   it has stopped, the port closes and the process exits 0.
+
+A restart is the process being started again (by systemd, supervisord or a test): it reads
+the YAML afresh, so a changed ``max-num-seqs`` takes effect, and its counters start at zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import time
+from collections.abc import Coroutine
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
+
+from simulator.engine import Engine
+from simulator.server.clock import LoopClock
+from simulator.server.driver import RealTimeDriver
+from simulator.server.load_replay import LoadTally, replay
+from simulator.server.metrics import VllmMetrics
+from simulator.server.options import ServePlan
+from simulator.server.routes import VllmApi
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+# Handlers end as soon as the engine has stopped; this only bounds a stuck client.
+_HTTP_SHUTDOWN_TIMEOUT_S = 5.0
+
+log = logging.getLogger("simulator.server")
+
+
+def run_server(plan: ServePlan) -> int:
+    """Run the server until SIGTERM; return the exit status."""
+    return asyncio.run(_serve(plan))
+
+
+async def _serve(plan: ServePlan) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _on_signal, signum, stop)
+    if await _stopped_while_loading(plan, stop):
+        log.info("stopped while loading")
+        return EXIT_OK
+    clock = LoopClock(loop)
+    engine = Engine(plan.profile, plan.settings, now=clock.now())
+    registry = _registry()
+    metrics = None
+    if not plan.settings.disable_log_stats:
+        metrics = VllmMetrics(engine, clock, created=time.time())
+        registry.register(metrics)
+    driver = RealTimeDriver(engine, clock, metrics)
+    runner = await _listen(plan, VllmApi(driver, registry, plan.settings.served_model_name))
+    if runner is None:
+        return EXIT_FAILURE
+    tally = LoadTally(total=len(plan.arrivals))
+    failed = False
+    try:
+        await _run_tasks(plan, driver, stop, tally)
+    except* Exception:
+        # The failed task has been logged by its guard; the others were cancelled.
+        failed = True
+    await runner.cleanup()
+    if failed:
+        log.error("the server failed; exiting")
+        return EXIT_FAILURE
+    _log_summary(driver, engine, tally)
+    return EXIT_OK
+
+
+async def _stopped_while_loading(plan: ServePlan, stop: asyncio.Event) -> bool:
+    """Keep the port closed for the loading time; True if a signal came meanwhile."""
+    settings = plan.settings
+    log.info(
+        "loading %s (profile %s, max-num-seqs %d, max-num-batched-tokens %d) for %.1f s; "
+        "port %d stays closed until then",
+        settings.served_model_name,
+        plan.profile.name,
+        settings.max_num_seqs,
+        settings.max_num_batched_tokens,
+        plan.loading_s,
+        plan.port,
+    )
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(plan.loading_s):
+            await stop.wait()
+    return stop.is_set()
+
+
+async def _listen(plan: ServePlan, api: VllmApi) -> web.AppRunner | None:
+    """Open the port; None (logged) when it cannot be bound."""
+    runner = web.AppRunner(
+        api.app(),
+        access_log=None,
+        # A client that hangs up cancels its handler, which aborts its request, as in vLLM.
+        handler_cancellation=True,
+        shutdown_timeout=_HTTP_SHUTDOWN_TIMEOUT_S,
+    )
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, plan.host, plan.port).start()
+    except OSError as exc:
+        log.error("cannot listen on %s:%d: %s", plan.host, plan.port, exc)  # noqa: TRY400
+        await runner.cleanup()
+        return None
+    model = plan.settings.served_model_name
+    log.info("ready: serving %s on http://%s:%d", model, plan.host, plan.port)
+    return runner
+
+
+async def _run_tasks(
+    plan: ServePlan, driver: RealTimeDriver, stop: asyncio.Event, tally: LoadTally
+) -> None:
+    """Run the driver (and the load) until SIGTERM, then drain."""
+    async with asyncio.TaskGroup() as tasks:
+        engine_driver = _guarded("engine driver", driver.run(), until=stop)
+        tasks.create_task(engine_driver, name="engine driver")
+        load = None
+        if plan.arrivals:
+            origin = driver.clock.now()
+            if plan.load_origin is not None:
+                origin -= time.time() - plan.load_origin
+            log.info("load: replaying %s (%d arrivals)", plan.load_name, len(plan.arrivals))
+            coroutine = replay(driver, plan.arrivals, origin, tally)
+            load = tasks.create_task(_guarded("load replay", coroutine), name="load replay")
+        await stop.wait()
+        timeout = plan.settings.shutdown_timeout
+        in_flight = driver.engine.snapshot(driver.clock.now())
+        log.info(
+            "stopping: %s %d running and %d waiting requests; new requests get 503",
+            f"draining for up to {timeout} s" if timeout else "aborting",
+            in_flight.num_running,
+            in_flight.num_waiting,
+        )
+        # The load keeps arriving while the engine drains: its requests are refused, as
+        # real clients' would be.
+        await driver.shutdown()
+        if load is not None:
+            load.cancel()
+
+
+async def _guarded(
+    name: str, coroutine: Coroutine[Any, Any, None], *, until: asyncio.Event | None = None
+) -> None:
+    """Log a task's crash under its name, and its end before ``until`` is set.
+
+    Either fails the task group, which then stops the server.
+    """
+    try:
+        await coroutine
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("task crashed: %s", name)
+        raise
+    if until is not None and not until.is_set():
+        log.error("task finished unexpectedly: %s", name)
+        message = f"{name} finished before the server was told to stop"
+        raise RuntimeError(message)
+
+
+def _on_signal(signum: signal.Signals, stop: asyncio.Event) -> None:
+    if stop.is_set():
+        log.info("%s again: still stopping", signum.name)
+    stop.set()
+
+
+def _registry() -> CollectorRegistry:
+    """A registry of its own with the process and runtime collectors real vLLM also shows."""
+    registry = CollectorRegistry()
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+    return registry
+
+
+def _log_summary(driver: RealTimeDriver, engine: Engine, tally: LoadTally) -> None:
+    now = driver.clock.now()
+    totals = engine.lifetime_totals(now)
+    outcomes = totals.outcomes
+    log.info(
+        "stopped after %.1f s: %d completed, %d aborted, %d rejected requests; "
+        "%d preemptions; %d steps, engine busy %.1f s (%.0f%%), %.3f s given up to lag",
+        now,
+        outcomes["completed"],
+        outcomes["aborted"],
+        outcomes["rejected"],
+        totals.preemptions,
+        driver.steps,
+        driver.busy_s,
+        100 * driver.busy_s / now if now > 0 else 0.0,
+        driver.given_up_s,
+    )
+    if tally.total:
+        log.info("%s", tally.summary())
