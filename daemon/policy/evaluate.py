@@ -14,7 +14,8 @@ Semantics, in the order they apply:
   is no ``clear``) has held for ``keep_firing_for``. Between the two thresholds the policy keeps
   firing: that is the hysteresis.
 * A firing policy acts when it starts firing, and again each time its ``cooldown`` has passed
-  while ``when`` still holds: once, not at every tick.
+  while ``when`` still holds: once, not at every tick. A scheduled change (``schedule.at``)
+  acts at its cron moments instead, once each.
 * Guards, in order: the schedule's windows, the cooldown, the hourly budget, shadow mode. A
   blocked attempt is recorded once per guard, not at every tick.
 
@@ -34,6 +35,9 @@ from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.expressions import CURRENT, Expression, ExpressionError
 from daemon.policy.spec import NoData, PolicySpec
 from daemon.policy.state import Phase, PolicyState
+
+# How late a scheduled change may still run: long enough to survive a governor restart.
+AT_GRACE_S = 600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +76,7 @@ def evaluate(
         if started:
             decisions.append(_decision(spec, view, now, DecisionKind.ALERT, evidence))
         return state, decisions
-    if spec.action is None or spec.action.vetoes or not _due(spec, state, now, started):
+    if spec.action is None or spec.action.vetoes or not _due(spec, state, now, wall, started):
         return state, decisions  # alerts and vetoes act through their firing state alone
     return _attempt(spec, state, view, now, wall=wall, evidence=evidence, decisions=decisions)
 
@@ -128,8 +132,18 @@ def _maybe_resolve(
     return replace(state, phase=Phase.INACTIVE, since=now, clearing_since=None)
 
 
-def _due(spec: PolicySpec, state: PolicyState, now: float, started: bool) -> bool:
-    """Whether a firing policy should try to act now: on starting, then once per cooldown."""
+def _due(spec: PolicySpec, state: PolicyState, now: float, wall: datetime, started: bool) -> bool:
+    """Whether a firing policy should try to act now: on starting, then once per cooldown.
+
+    A scheduled change (``schedule.at``) acts only at its moments instead: once per moment,
+    at the first evaluation after it (up to ``AT_GRACE_S`` late, after a restart say).
+    """
+    if spec.at:
+        moments = [m for t in spec.at if (m := t.latest(wall, AT_GRACE_S)) is not None]
+        if not moments:
+            return False
+        moment = now - (wall - max(moments)).total_seconds()
+        return state.last_action_at is None or state.last_action_at < moment
     if started or state.last_action_at is None:
         return True
     assert state.since is not None

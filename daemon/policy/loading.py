@@ -7,7 +7,7 @@ shows the broken one in status).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from daemon.core.errors import ConfigError, ConfigIssue
 from daemon.core.knobs import KNOBS
+from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath, nearest_location
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
 from daemon.policy.durations import parse_duration
@@ -25,7 +26,7 @@ from daemon.policy.expressions import (
     compile_action,
     compile_condition,
 )
-from daemon.policy.schedules import cron_window
+from daemon.policy.schedules import cron_times, cron_window
 from daemon.policy.spec import (
     ActionModel,
     ActionSpec,
@@ -61,8 +62,16 @@ def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[ConfigIssue]]:
     return files, issues
 
 
-def load_policies(paths: Iterable[Path], targets: Iterable[str] | None = None) -> LoadedPolicies:
-    """Load every policy file under ``paths``; ``targets`` are the configured instance names."""
+def load_policies(
+    paths: Iterable[Path],
+    targets: Iterable[str] | None = None,
+    envelopes: Mapping[tuple[str, str], Envelope] | None = None,
+) -> LoadedPolicies:
+    """Load every policy file under ``paths``.
+
+    ``targets`` are the configured instance names, ``envelopes`` their knobs' envelopes: a
+    constant knob value outside the envelope of a target the policy applies to is an error.
+    """
     files, issues = policy_files(paths)
     known_targets = None if targets is None else frozenset(targets)
     specs: list[PolicySpec] = []
@@ -70,7 +79,7 @@ def load_policies(paths: Iterable[Path], targets: Iterable[str] | None = None) -
     names: dict[str, Path] = {}
     for file in files:
         try:
-            spec = load_policy(file, known_targets)
+            spec = load_policy(file, known_targets, envelopes)
         except ConfigError as exc:
             issues.extend(exc.issues)
             broken.append(file)
@@ -85,13 +94,17 @@ def load_policies(paths: Iterable[Path], targets: Iterable[str] | None = None) -
     return LoadedPolicies(tuple(specs), tuple(issues), tuple(broken))
 
 
-def load_policy(path: Path, targets: frozenset[str] | None = None) -> PolicySpec:
+def load_policy(
+    path: Path,
+    targets: frozenset[str] | None = None,
+    envelopes: Mapping[tuple[str, str], Envelope] | None = None,
+) -> PolicySpec:
     """Load one policy file.
 
     Raises:
         ConfigError: every problem found in the file.
     """
-    return _from_document(load_located_yaml(path), targets)
+    return _from_document(load_located_yaml(path), targets, envelopes)
 
 
 def parse_policy(text: str, path: Path, targets: frozenset[str] | None = None) -> PolicySpec:
@@ -103,12 +116,43 @@ def parse_policy(text: str, path: Path, targets: frozenset[str] | None = None) -
     return _from_document(parse_located_yaml(text, path), targets)
 
 
-def _from_document(document: LocatedDocument, targets: frozenset[str] | None) -> PolicySpec:
+def _from_document(
+    document: LocatedDocument,
+    targets: frozenset[str] | None,
+    envelopes: Mapping[tuple[str, str], Envelope] | None = None,
+) -> PolicySpec:
     try:
         model = PolicyModel.model_validate(document.data)
     except ValidationError as exc:
         raise ConfigError(_validation_issues(exc, document)) from None
-    return _compile(model, document, targets)
+    spec = _compile(model, document, targets)
+    issues = _literal_envelope_issues(spec, document, envelopes or {})
+    if issues:
+        raise ConfigError(issues)
+    return spec
+
+
+def _literal_envelope_issues(
+    spec: PolicySpec, document: LocatedDocument, envelopes: Mapping[tuple[str, str], Envelope]
+) -> list[ConfigIssue]:
+    """A constant knob value that no target's envelope allows can never be applied as written."""
+    issues = []
+    for change in spec.action.changes if spec.action else ():
+        if change.value.signals:
+            continue  # depends on `current` or signals: bounded at run time
+        try:
+            value = float(change.value.evaluate({}))
+        except (ExpressionError, TypeError, ValueError):
+            continue
+        for (target, knob), envelope in sorted(envelopes.items()):
+            inside = envelope.min <= value <= envelope.max
+            if knob == change.knob and spec.applies_to(target) and not inside:
+                message = (
+                    f"{value:g} is outside {target}'s envelope for {knob} "
+                    f"[{envelope.min:g}, {envelope.max:g}] in config.toml"
+                )
+                issues.append(_issue(document, ("action", "set", knob), message))
+    return issues
 
 
 def _compile(
@@ -135,6 +179,12 @@ def _compile(
             )
         except ValueError as exc:
             issues.append(_issue(document, ("schedule", "windows", index, "cron"), str(exc)))
+    moments = []
+    for index, moment in enumerate(model.schedule.at if model.schedule else ()):
+        try:
+            moments.append(cron_times(moment.cron, moment.timezone))
+        except ValueError as exc:
+            issues.append(_issue(document, ("schedule", "at", index, "cron"), str(exc)))
     if targets is not None:
         for index, target in enumerate(model.targets):
             if target != "*" and target not in targets:
@@ -158,6 +208,7 @@ def _compile(
         budget_per_hour=model.budget_per_hour,
         shadow=model.mode == "shadow",
         windows=tuple(windows),
+        at=tuple(moments),
     )
 
 

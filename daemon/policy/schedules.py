@@ -49,3 +49,29 @@ def cron_window(cron: str, duration_s: float, timezone: str = "UTC") -> CronWind
         message = "a window needs a positive duration"
         raise ValueError(message)
     return CronWindow(cron, duration_s, trigger)
+
+
+@dataclass(frozen=True, slots=True)
+class CronTimes:
+    """Moments at which a scheduled change is due (a predictable peak's ramp-up, say)."""
+
+    cron: str
+    trigger: CronTrigger
+
+    def latest(self, wall: datetime, grace_s: float) -> datetime | None:
+        """The last firing at or before ``wall``, if it is at most ``grace_s`` old."""
+        fire = self.trigger.get_next_fire_time(None, wall - timedelta(seconds=grace_s))
+        latest = None
+        while fire is not None and fire <= wall:
+            latest = fire
+            fire = self.trigger.get_next_fire_time(fire, fire + timedelta(seconds=1))
+        return latest
+
+
+def cron_times(cron: str, timezone: str = "UTC") -> CronTimes:
+    """Parse the moments of a scheduled change.
+
+    Raises:
+        ValueError: the cron expression or time zone is not valid.
+    """
+    return CronTimes(cron, cron_window(cron, 1.0, timezone).trigger)

@@ -79,6 +79,19 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
     },
     "ScheduleModel": {
         "windows": ("The policy may act only inside one of these windows.", ()),
+        "at": (
+            "A scheduled change: the policy acts at these moments only, once each (with "
+            'when: "true" for an unconditional one, e.g. before a predictable peak).',
+            (),
+        ),
+    },
+    "AtModel": {
+        "cron": (
+            "When the change is due: five cron fields, minute first (APScheduler; use day "
+            "names such as mon-fri).",
+            ("45 7 * * mon-fri",),
+        ),
+        "timezone": ("The time zone of the cron expression (IANA name).", ("Europe/Paris",)),
     },
     "WindowModel": {
         "cron": (

@@ -20,6 +20,8 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
     mode: active                   # shadow: decide and record, never act
     schedule:
       windows: [{cron: "0 2 * * sat", duration: 4h}]   # may act only inside these
+      # at: [{cron: "45 7 * * mon-fri"}]   a scheduled change: act at these moments only
+      #                                    (with `when: "true"` for an unconditional one)
 
 Validation is pydantic's; expressions are compiled (and type-checked) by CEL while the file is
 loaded, so a loaded policy cannot fail to compile later.
@@ -36,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_vali
 from daemon.core.knobs import KNOBS
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression
-from daemon.policy.schedules import CronWindow
+from daemon.policy.schedules import CronTimes, CronWindow
 
 PolicyName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
 ALL_TARGETS = "*"
@@ -67,10 +69,18 @@ class WindowModel(_Model):
         return value
 
 
+class AtModel(_Model):
+    """A moment at which a scheduled change is due."""
+
+    cron: str
+    timezone: str = "UTC"
+
+
 class ScheduleModel(_Model):
     """When the policy may act."""
 
     windows: tuple[WindowModel, ...] = ()
+    at: tuple[AtModel, ...] = ()
 
 
 class ActionModel(_Model):
@@ -166,6 +176,7 @@ class PolicySpec:
     budget_per_hour: int
     shadow: bool
     windows: tuple[CronWindow, ...]
+    at: tuple[CronTimes, ...] = ()
 
     def applies_to(self, target: str) -> bool:
         """Whether this policy watches ``target``."""

@@ -112,3 +112,16 @@ def test_expressions_and_targets_are_checked_after_the_shape(
         f"{where}:6:9: action.set.max_num_seqs: a knob's new value must be a number or a "
         "boolean, not a string (expression column 1)",
     ]
+
+
+def test_a_constant_outside_the_envelope_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.yaml").write_text(
+        "name: p\nwhen: kv_usage > 0.9\naction:\n  set: {max_num_seqs: 4096}\n"
+    )
+    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        f"{tmp_path / 'p.yaml'}:4:9: action.set.max_num_seqs: 4096 is outside main's envelope "
+        "for max_num_seqs [32, 1024] in config.toml"
+    ]

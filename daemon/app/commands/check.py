@@ -36,16 +36,22 @@ def main(args: argparse.Namespace) -> int:
     issues: list[ConfigIssue] = []
     policy_paths: list[Path] = list(args.policies)
     targets: list[str] | None = None
+    envelopes = None
     try:
         config = load_config(args.config)
     except ConfigError as exc:
         issues.extend(exc.issues)
     else:
         targets = [instance.name for instance in config.vllm]
+        envelopes = {
+            (instance.name, knob): envelope
+            for instance in config.vllm
+            for knob, envelope in instance.knobs.items()
+        }
         if not policy_paths:
             policy_paths = [path for path in config.governor.policy_dirs if path.exists()]
     files, _ = policy_files(policy_paths)
-    loaded = load_policies(policy_paths, targets)
+    loaded = load_policies(policy_paths, targets, envelopes)
     issues.extend(loaded.issues)
     checked = 1 + len(files)
     for issue in issues:

@@ -6,7 +6,6 @@ import argparse
 import sys
 
 from daemon.app.defaults import EXIT_OK
-from daemon.policy.schemas import policy_schema, policy_test_schema, render
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,5 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     """Print the schema."""
+    from daemon.policy.schemas import policy_schema, policy_test_schema, render
+
     sys.stdout.write(render(policy_test_schema() if args.tests else policy_schema()))
     return EXIT_OK

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from daemon.app.defaults import EXIT_FAILURE, EXIT_OK
-from daemon.policy.testing.runner import (
-    FileResult,
-    find_test_files,
-    render_failure,
-    render_timeline,
-    run_file,
-)
+
+if TYPE_CHECKING:
+    from daemon.policy.testing.runner import FileResult
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -42,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def main(args: argparse.Namespace) -> int:
     """Run every file and print a line per test, a diff per failure, and a summary."""
+    from daemon.policy.testing.runner import find_test_files, run_file
+
     files, issues = find_test_files(args.files)
     for issue in issues:
         print(issue.render())
@@ -63,6 +62,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print(result: FileResult, *, timeline: bool) -> None:
+    from daemon.policy.testing.runner import render_failure, render_timeline
+
     for issue in result.issues:
         print(issue.render())
     for case in result.cases:

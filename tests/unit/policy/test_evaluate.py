@@ -173,3 +173,28 @@ def test_fresh_data_alone_can_settle_an_or() -> None:
     assert seen == [(0, "fired", None)]
     _, seen = run(spec, [(0, {"kv_usage": 0.5})])  # now it would matter: no data, hold
     assert seen == []
+
+
+def test_scheduled_changes_act_once_at_each_moment() -> None:
+    text = (
+        'name: morning\nwhen: "true"\ncooldown: 1m\nbudget_per_hour: 10\n'
+        "action:\n  set: {max_num_seqs: 'current + 64.0'}\n  risk: auto\n"
+        "schedule:\n  at: [{cron: '0 13 * * mon'}, {cron: '30 13 * * mon'}]\n"
+    )
+    # MONDAY is 12:00; 13:00 is at 3600 s, 13:30 at 5400 s.
+    _, seen = run(policy(text), every(60, 0, 7200, {}))
+    assert [(at, kind) for at, kind, _ in seen] == [
+        (0, "fired"),
+        (3600, "intent"),
+        (5400, "intent"),
+    ]
+
+
+def test_a_scheduled_change_missed_by_more_than_the_grace_is_skipped() -> None:
+    text = (
+        'name: morning\nwhen: "true"\naction:\n  set: {max_num_seqs: "64.0"}\n  risk: auto\n'
+        "schedule:\n  at: [{cron: '0 12 * * mon'}]\n"
+    )
+    # The governor first looks at 12:15, past the 10-minute grace: nothing is done late.
+    _, seen = run(policy(text), every(60, 900, 1200, {}))
+    assert seen == [(900, "fired", None)]
