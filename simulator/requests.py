@@ -2,8 +2,8 @@
 
 Every request ends exactly once, with one :class:`Outcome`: completed (vLLM's finished
 reason ``stop``), aborted (in flight when the engine shut down) or rejected (never admitted:
-the engine was down or draining, a queue limit of the API server was reached, or the request
-can never fit in the KV cache).
+the engine was down or draining, a queue limit of the API server was reached, the request
+can never fit in the KV cache, or it timed out in the queue of the gate in front).
 """
 
 from __future__ import annotations
@@ -24,13 +24,15 @@ class RejectReason(StrEnum):
     """Why a request was never admitted.
 
     ``vllm:admission_rejections_total{reason}`` counts the first two; the others are what a
-    client sees as a refused connection or an HTTP 400.
+    client sees as a refused connection, an HTTP 400, or (``queue_timeout``) the 503 of the
+    admission gate in front of vLLM (:mod:`simulator.gate`), which vLLM never sees.
     """
 
     MAX_NUM_QUEUED_REQS = "max_num_queued_reqs"
     MAX_NUM_QUEUED_TOKENS = "max_num_queued_tokens"
     UNAVAILABLE = "unavailable"
     TOO_LONG = "too_long"
+    QUEUE_TIMEOUT = "queue_timeout"
 
 
 @dataclass(eq=False, slots=True)

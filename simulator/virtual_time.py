@@ -11,6 +11,12 @@ controller in the loop advances it piecewise and acts between pieces::
         state = run.snapshot()
         if too_many_preemptions(state):
             run.restart(dataclasses.replace(state.settings, max_num_seqs=256))
+
+With a :class:`~simulator.gate.Gate` (``VirtualRun(engine, arrivals, gate=Gate(64, 1.5))``)
+arrivals pass an admission cap and a FIFO queue with a timeout before the engine, as behind
+HAProxy: the wait counts in each request's queue time, TTFT and end-to-end latency, a request
+whose wait runs out is rejected (``queue_timeout``, an SLO miss), and a controller moves the
+cap live with :meth:`VirtualRun.set_gate_cap`.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 
 from simulator.arrivals import Arrival
 from simulator.engine import Engine, EngineSnapshot, Phase
+from simulator.gate import Gate, timeout_record, waited_record
 from simulator.requests import FinishedRequest, Outcome
 from simulator.settings import EngineSettings
 
@@ -40,7 +47,9 @@ class Sample:
         preemptions: Preemptions over the interval.
         completed: Requests completed over the interval.
         aborted: Requests aborted over the interval.
-        rejected: Requests rejected over the interval.
+        rejected: Requests rejected over the interval (by the gate's timeout too).
+        gate_cap: The gate's cap, or None without a gate.
+        gate_queued: Requests waiting at the gate.
     """
 
     t: float
@@ -54,6 +63,8 @@ class Sample:
     completed: int
     aborted: int
     rejected: int
+    gate_cap: int | None = None
+    gate_queued: int = 0
 
 
 class VirtualRun:
@@ -63,12 +74,23 @@ class VirtualRun:
         engine: The engine; its clock is this run's ``now``, which starts at 0.
         arrivals: The workload, sorted by arrival time.
         sample_interval_s: Spacing of the sampling grid.
+        gate: An admission gate in front of the engine, or None (arrivals go straight in).
     """
 
     def __init__(
-        self, engine: Engine, arrivals: Sequence[Arrival], *, sample_interval_s: float = 1.0
+        self,
+        engine: Engine,
+        arrivals: Sequence[Arrival],
+        *,
+        sample_interval_s: float = 1.0,
+        gate: Gate[Arrival] | None = None,
     ) -> None:
         self.engine = engine
+        self.gate = gate
+        # Request id -> seconds it waited at the gate, until its record comes out.
+        self._waited: dict[str, float] = {}
+        self._gate_ids = 0
+        self._previous_timeouts = 0
         self.now = 0.0
         self.samples: list[Sample] = []
         self.finished: list[FinishedRequest] = []
@@ -81,7 +103,10 @@ class VirtualRun:
     @property
     def done(self) -> bool:
         """Every arrival was handed over and nothing is left to compute."""
-        return self._next_arrival >= len(self._arrivals) and not self.engine.has_work
+        waiting = self.gate is not None and self.gate.queued > 0
+        return (
+            self._next_arrival >= len(self._arrivals) and not self.engine.has_work and not waiting
+        )
 
     def snapshot(self) -> EngineSnapshot:
         """The engine's state now."""
@@ -90,6 +115,14 @@ class VirtualRun:
     def restart(self, settings: EngineSettings | None = None) -> None:
         """Restart the engine now, with ``settings`` (default: those in force)."""
         self.engine.restart(self.now, settings)
+
+    def set_gate_cap(self, cap: int) -> None:
+        """Change the gate's cap now, live: a raise lets waiting requests in at once."""
+        if self.gate is None:
+            message = "this run has no gate"
+            raise RuntimeError(message)
+        self.gate.set_cap(cap)
+        self._settle_gate(self.gate)
 
     def run(self, horizon: float = math.inf) -> None:
         """Run until the workload is done, or until ``horizon``."""
@@ -106,12 +139,19 @@ class VirtualRun:
                 if arrival.arrived_at > self.now:
                     break
                 self._next_arrival += 1
-                engine.submit(arrival.prompt_tokens, arrival.output_tokens, arrival.arrived_at)
+                if self.gate is None:
+                    engine.submit(arrival.prompt_tokens, arrival.output_tokens, arrival.arrived_at)
+                else:
+                    self._through_gate(self.gate, arrival)
+            if self.gate is not None:
+                self._settle_gate(self.gate)
             plan = engine.begin_step(self.now) if engine.has_work else None
             if plan is not None:
                 self._sample_before(plan.ends_at)
                 engine.end_step()
                 self.now = plan.ends_at
+                if self.gate is not None:
+                    self._settle_gate(self.gate)
                 continue
             if engine.has_work and engine.phase in (Phase.SERVING, Phase.DRAINING):
                 msg = f"the engine has work but scheduled nothing at t={self.now}"
@@ -121,9 +161,13 @@ class VirtualRun:
             following = arrivals[self._next_arrival].arrived_at if not self._exhausted else until
             transition = engine.next_transition_at
             jump = min(until, following, transition if transition is not None else math.inf)
+            if self.gate is not None:
+                jump = min(jump, self.gate.next_deadline)
             self._sample_before(jump)
             self.now = max(jump, self.now)
         engine.advance(self.now)
+        if self.gate is not None:
+            self._settle_gate(self.gate)
         self._collect()
 
     @property
@@ -140,6 +184,8 @@ class VirtualRun:
         current = self.engine.snapshot(at)
         before, after = self._previous.totals, current.totals
         tokens = after.generation_tokens - before.generation_tokens
+        gate = self.gate
+        timeouts = gate.timed_out if gate is not None else 0
         self.samples.append(
             Sample(
                 t=round(at, 6),
@@ -152,13 +198,56 @@ class VirtualRun:
                 preemptions=after.preemptions - before.preemptions,
                 completed=_delta(before.outcomes, after.outcomes, Outcome.COMPLETED),
                 aborted=_delta(before.outcomes, after.outcomes, Outcome.ABORTED),
-                rejected=_delta(before.outcomes, after.outcomes, Outcome.REJECTED),
+                rejected=_delta(before.outcomes, after.outcomes, Outcome.REJECTED)
+                + timeouts
+                - self._previous_timeouts,
+                gate_cap=gate.cap if gate is not None else None,
+                gate_queued=gate.queued if gate is not None else 0,
             )
         )
         self._previous = current
+        self._previous_timeouts = timeouts
 
     def _collect(self) -> None:
-        self.finished.extend(self.engine.take_finished())
+        records = self.engine.take_finished()
+        if self.gate is None:
+            self.finished.extend(records)
+            return
+        for record in records:
+            self.gate.release()
+            self.finished.append(waited_record(record, self._waited.pop(record.request_id)))
+
+    # -- the gate ----------------------------------------------------------------------
+
+    def _through_gate(self, gate: Gate[Arrival], arrival: Arrival) -> None:
+        """An arrival reaches the gate at its own time: in at once, or into the queue."""
+        self._expire(gate, arrival.arrived_at)
+        if gate.arrive(arrival, arrival.arrived_at):
+            self._forward(arrival, arrival.arrived_at, waited_s=0.0)
+
+    def _settle_gate(self, gate: Gate[Arrival]) -> None:
+        """Free the slots of ended requests, refuse the expired, let the next ones in."""
+        while True:
+            self._collect()
+            self._expire(gate, self.now)
+            admitted = gate.admit(self.now)
+            if not admitted:
+                return
+            for waiting in admitted:
+                self._forward(waiting.item, self.now, waited_s=self.now - waiting.arrived_at)
+
+    def _expire(self, gate: Gate[Arrival], now: float) -> None:
+        for waiting in gate.expire(now):
+            self.finished.append(timeout_record(self._next_gate_id(), waiting))
+
+    def _forward(self, arrival: Arrival, now: float, *, waited_s: float) -> None:
+        request_id = self._next_gate_id()
+        self._waited[request_id] = waited_s
+        self.engine.submit(arrival.prompt_tokens, arrival.output_tokens, now, request_id)
+
+    def _next_gate_id(self) -> str:
+        self._gate_ids += 1
+        return f"gate-{self._gate_ids}"
 
 
 def _delta(before: dict[str, int], after: dict[str, int], outcome: Outcome) -> int:

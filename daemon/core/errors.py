@@ -9,9 +9,15 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     ├── SecretError                 a secret is missing or unreadable (never carries the value)
     ├── SourceError                 a source could not produce samples this time (retried)
     │   ├── SourceUnavailable       the far end refused or timed out (e.g. vLLM still loading)
-    │   └── MetricsParseError       the far end answered something that is not usable metrics
+    │   ├── MetricsParseError       the far end answered something that is not usable metrics
+    │   └── CommandRefused          the far end answered but refused a command (HAProxy:
+    │                               an unknown backend or server, a bad value)
     ├── ControlError                talking to the running daemon over its control socket failed
     │   └── DaemonNotRunningError   no daemon listens on the control socket
+    ├── ActuationError              a change to a vLLM server could not go as planned
+    │   ├── ActuationRefused        planning or preflight said no: nothing was touched
+    │   ├── ChangeInFlight          another change of the same server is not finished yet
+    │   └── ConfigWriteError        a config file could not be replaced; the old one is intact
     └── TaskCrashedError            an eternal task of the supervisor ended or crashed
 """
 
@@ -81,6 +87,14 @@ class MetricsParseError(SourceError):
     """The far end answered, but not with metrics the governor can use."""
 
 
+class CommandRefused(SourceError):
+    """The far end answered, but refused the command: it names nothing there, or a bad value.
+
+    Retrying will not help until the configuration changes; ``detail`` says which
+    (``unknown-server``, ``denied``, ``refused``).
+    """
+
+
 class ControlError(GovernorError):
     """Talking to the running daemon over its control socket failed."""
 
@@ -91,3 +105,27 @@ class DaemonNotRunningError(ControlError):
 
 class TaskCrashedError(GovernorError):
     """An eternal task of the supervisor ended or crashed, so the daemon must stop."""
+
+
+class ActuationError(GovernorError):
+    """A change to a vLLM server could not go as planned."""
+
+
+class ActuationRefused(ActuationError):
+    """Planning or preflight refused the change before anything was touched.
+
+    ``guard`` names the rule that refused it (``envelope``, ``frozen``, ``registry``...), for
+    records and metrics; the message says why, for people.
+    """
+
+    def __init__(self, message: str, guard: str) -> None:
+        super().__init__(message)
+        self.guard = guard
+
+
+class ChangeInFlight(ActuationError):
+    """Another change of the same server is journaled and not finished: one at a time."""
+
+
+class ConfigWriteError(ActuationError):
+    """A config file could not be replaced atomically; the file on disk is the old one."""

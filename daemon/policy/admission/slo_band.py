@@ -1,0 +1,171 @@
+"""The governor's own admission controller: an SLO band, cut by the gradient, grown by demand.
+
+The limiters of the literature look for the knee of the latency curve. An operator has a
+target instead (TTFT and TPOT per request, calibration.md), and a burst must be absorbed in
+seconds. So this controller keeps vLLM inside a band below its SLO:
+
+- **Pressure** is the worst ratio of what vLLM shows to its budget: ``ttft_p95 / ttft_target``,
+  ``tpot_p95 / tpot_target`` and ``preemptions / preemption_limit``. The TTFT budget is the
+  part of the SLO left once a request has waited at the gate (SLO 2 s, gate wait up to the
+  queue timeout: 1 s of TTFT inside vLLM by default); TTFT and TPOT are measured inside
+  vLLM, so a longer queue at the gate never reads as congestion inside it.
+- **Cut** when the pressure is above 1, by the gradient ``1 / pressure`` (between x0.5 and
+  x0.9), applied to what is *in flight*, not to the cap: a cap far above the load binds
+  nothing, and cutting it by 10% would take many ticks to matter. A 3x burst that breaks the
+  SLO is therefore capped within one tick. A second cut waits ``cut_dwell_s`` (the latency
+  windows still hold requests admitted before the cut) and comes only if the pressure has
+  stopped easing, so the lag of the quantiles does not drive the cap to its floor.
+- **Grow** when the pressure is below ``low_water`` (a hysteresis band, so the cap does not
+  flap around the target) and there is demand at the gate (requests queued, refused by the
+  queue timeout, or as many in flight as the cap allows): by the queue length, at most
+  ``max_growth`` of the cap per step and one step per ``grow_dwell_s``. Without demand the cap
+  stays where it is: latency measured on a light load says nothing about a heavier one.
+- **Hold** otherwise, and whenever a signal it needs is stale or missing.
+
+The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
+gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
+timeout) stays empty. Lasting moves of the cap are the slow loop's cue: a cap far below
+``max-num-seqs`` for long suggests a smaller ``max-num-seqs`` (a restart, approved), one pinned
+at it with KV headroom a larger one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from daemon.policy.admission.signals import (
+    AdmissionSignals,
+    Step,
+    check_bounds,
+    decide,
+    hold,
+    hold_without,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SloBandState:
+    """What the controller remembers between ticks.
+
+    Attributes:
+        last_cut_at: When it last cut the cap (loop clock), or None.
+        last_grow_at: When it last raised the cap, or None.
+        pressure_ref: The pressure at the last cut, lowered while it eases; a further cut
+            needs the pressure to stop easing below it.
+    """
+
+    last_cut_at: float | None = None
+    last_grow_at: float | None = None
+    pressure_ref: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SloBand:
+    """The SLO-band controller.
+
+    Attributes:
+        min_cap: Lowest cap.
+        max_cap: Highest cap (vLLM's max-num-seqs).
+        ttft_target_s: TTFT p95 budget inside vLLM (the SLO minus the wait at the gate).
+        tpot_target_s: TPOT p95 budget.
+        preemption_limit_per_s: Preemptions per second that count as full pressure.
+        low_water: Pressure below which the cap may grow (0-1).
+        max_cut: Deepest cut in one step, as a factor (0.5: halve at most).
+        max_growth: Largest growth in one step, as a share of the cap (at least 1).
+        cut_dwell_s: Least time between two cuts.
+        grow_dwell_s: Least time between two raises, and after a cut before a raise.
+        easing: A pressure below ``easing * pressure_ref`` is still easing: no further cut.
+    """
+
+    needs: ClassVar[tuple[str, ...]] = (
+        "cap",
+        "in_flight",
+        "queued",
+        "ttft_p95_s",
+        "tpot_p95_s",
+        "preemptions_per_s",
+    )
+
+    min_cap: int
+    max_cap: int
+    ttft_target_s: float = 1.0
+    tpot_target_s: float = 0.08
+    preemption_limit_per_s: float = 0.5
+    low_water: float = 0.6
+    max_cut: float = 0.5
+    max_growth: float = 0.25
+    cut_dwell_s: float = 5.0
+    grow_dwell_s: float = 2.0
+    easing: float = 0.9
+
+    def __post_init__(self) -> None:
+        check_bounds(self.min_cap, self.max_cap)
+        positive = (self.ttft_target_s, self.tpot_target_s, self.preemption_limit_per_s)
+        if min(positive) <= 0 or not 0 < self.low_water < 1 or not 0 < self.max_cut < 0.9:
+            message = "slo-band needs positive targets, 0 < low_water < 1 and 0 < max_cut < 0.9"
+            raise ValueError(message)
+        if self.max_growth <= 0 or min(self.cut_dwell_s, self.grow_dwell_s) < 0:
+            message = "slo-band needs max_growth > 0 and non-negative dwell times"
+            raise ValueError(message)
+
+    def initial_state(self) -> SloBandState:
+        """Nothing done yet."""
+        return SloBandState()
+
+    def step(
+        self, state: SloBandState, signals: AdmissionSignals, now: float
+    ) -> Step[SloBandState]:
+        """Cut above the band, grow below it when there is demand, else hold."""
+        known = signals.known(self.needs)
+        if known is None:
+            return hold_without(state, signals.missing(self.needs))
+        cap = known["cap"]
+        pressure, worst = self._pressure(known)
+        if pressure > 1:
+            return self._cut(state, known, pressure, worst, now)
+        if pressure >= self.low_water:
+            return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
+        refused = signals.gate_refusals_per_s or 0.0  # optional: more evidence of demand
+        demand = known["queued"] > 0 or refused > 0 or known["in_flight"] >= cap
+        if not demand:
+            return hold(state, f"no demand at the gate (pressure {pressure:.2f})")
+        changes = [at for at in (state.last_grow_at, state.last_cut_at) if at is not None]
+        if changes and now - max(changes) < self.grow_dwell_s:
+            return hold(state, "waiting for the last change to show")
+        growth = max(1.0, min(known["queued"], self.max_growth * cap))
+        grown = replace(state, last_grow_at=now)
+        reason = f"pressure {pressure:.2f} < {self.low_water}, {known['queued']:g} queued"
+        return decide(grown, cap, cap + growth, reason, min_cap=self.min_cap, max_cap=self.max_cap)
+
+    def _pressure(self, known: dict[str, float]) -> tuple[float, str]:
+        ratios = {
+            "ttft_p95": known["ttft_p95_s"] / self.ttft_target_s,
+            "tpot_p95": known["tpot_p95_s"] / self.tpot_target_s,
+            "preemptions": known["preemptions_per_s"] / self.preemption_limit_per_s,
+        }
+        worst = max(ratios, key=lambda name: ratios[name])
+        return ratios[worst], worst
+
+    def _cut(
+        self,
+        state: SloBandState,
+        known: dict[str, float],
+        pressure: float,
+        worst: str,
+        now: float,
+    ) -> Step[SloBandState]:
+        if state.last_cut_at is not None and now - state.last_cut_at < self.cut_dwell_s:
+            return hold(state, f"{worst} over budget; waiting for the last cut to show")
+        reference = state.pressure_ref
+        if reference is not None and pressure < self.easing * reference:
+            eased = replace(state, pressure_ref=pressure)
+            return hold(eased, f"{worst} over budget but easing ({pressure:.2f})")
+        cap = known["cap"]
+        factor = max(self.max_cut, min(0.9, 1 / pressure))
+        base = min(cap, known["in_flight"])
+        cut = replace(state, last_cut_at=now, pressure_ref=pressure)
+        reason = f"{worst} at {pressure:.2f}x its budget: x{factor:.2f} of {base:g} in flight"
+        # Never raise on a cut: with few requests in flight the product can exceed the cap.
+        target = min(cap - 1, base * factor)
+        return decide(cut, cap, target, reason, min_cap=self.min_cap, max_cap=self.max_cap)

@@ -1,0 +1,265 @@
+"""The admission controllers: worked examples per controller, then properties of all of them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from daemon.policy.admission.aimd import Aimd
+from daemon.policy.admission.controllers import CONTROLLERS, build_controller
+from daemon.policy.admission.gradient2 import Gradient2
+from daemon.policy.admission.signals import SIGNAL_NAMES, AdmissionSignals, clamp
+from daemon.policy.admission.slo_band import SloBand, SloBandState
+from daemon.policy.admission.vegas import Vegas
+
+# A healthy vLLM with its gate: the cap binds (as many in flight as allowed), nothing breaks.
+CALM = AdmissionSignals(
+    cap=100,
+    in_flight=100,
+    queued=0,
+    latency_s=0.2,
+    ttft_p95_s=0.3,
+    tpot_p95_s=0.03,
+    preemptions_per_s=0.0,
+    vllm_errors_per_s=0.0,
+    gate_refusals_per_s=0.0,
+)
+
+
+def at(**changes: float | None) -> AdmissionSignals:
+    return replace(CALM, **changes)
+
+
+# -- AIMD -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("signals", "cap"),
+    [
+        (at(preemptions_per_s=1.0), 90),  # a drop: x0.9
+        (at(vllm_errors_per_s=0.2), 90),
+        (at(latency_s=2.5), 90),  # over the timeout (the TTFT SLO) counts as a drop
+        (at(cap=5, in_flight=5, preemptions_per_s=1.0), 4),  # at least one less
+        (at(), 101),  # in use, no drop: +1
+        (at(in_flight=60), 101),  # half in use is in use
+        (at(in_flight=40), None),  # app-limited: hold
+        (at(cap=256, in_flight=256), None),  # at max-num-seqs already
+        (at(cap=300, in_flight=300), 256),  # above the bound (set by hand): back into it
+        (at(cap=2, in_flight=2, preemptions_per_s=1.0), None),  # at the floor
+    ],
+)
+def test_aimd(signals: AdmissionSignals, cap: int | None) -> None:
+    aimd = Aimd(min_cap=2, max_cap=256)
+    assert aimd.step(aimd.initial_state(), signals, 0.0).cap == cap
+
+
+# -- Gradient2 --------------------------------------------------------------------------
+
+
+def test_gradient2_grows_slowly_while_latency_stays_at_its_baseline() -> None:
+    gradient = Gradient2(min_cap=4, max_cap=256)
+    state = gradient.initial_state()
+    caps = []
+    signals = at()
+    for tick in range(3):
+        state, cap, _ = gradient.step(state, signals, float(tick))
+        caps.append(cap)
+        signals = replace(signals, cap=cap or signals.cap, in_flight=cap or signals.cap)
+    # +queue_size (4) smoothed by 0.2: +0.8 per window, the gate's cap rounded down.
+    assert caps == [None, 101, 102]
+    assert state.estimate == pytest.approx(102.4)
+
+
+def test_gradient2_shrinks_by_the_latency_gradient_at_most_by_half() -> None:
+    gradient = Gradient2(min_cap=4, max_cap=256, warmup=1)
+    state, _, _ = gradient.step(gradient.initial_state(), at(), 0.0)  # baseline 0.2 s, 100.8
+    # Twice the baseline (which barely moves): gradient ~0.5 -> 54.6, smoothed: 80.6 + 10.9.
+    after = gradient.step(state, at(latency_s=0.4), 1.0)
+    assert after.cap == 91
+    # Ten times the baseline is an outlier as far as one window goes: still x0.5 at most.
+    assert gradient.step(state, at(latency_s=2.0), 1.0).cap == 91
+
+
+def test_gradient2_holds_when_app_limited_but_learns_the_baseline() -> None:
+    gradient = Gradient2(min_cap=4, max_cap=256)
+    state, cap, reason = gradient.step(gradient.initial_state(), at(in_flight=20), 0.0)
+    assert cap is None
+    assert "app-limited" in reason
+    assert state.long_latency_s == pytest.approx(0.2)
+
+
+# -- Vegas ------------------------------------------------------------------------------
+
+
+def _vegas_after_learning() -> tuple[Vegas, Any]:
+    vegas = Vegas(min_cap=4, max_cap=256)
+    state, cap, reason = vegas.step(vegas.initial_state(), at(latency_s=1.0), 0.0)
+    assert cap is None
+    assert "no-load" in reason
+    return vegas, state
+
+
+@pytest.mark.parametrize(
+    ("signals", "cap"),
+    [
+        (at(latency_s=1.0), 112),  # no queue (<= log10 100 = 2): +6 * 2
+        (at(latency_s=1.05), 102),  # queue ceil(100 * 0.048) = 5 < alpha 6: +2
+        (at(latency_s=1.1), None),  # queue 10, between alpha 6 and beta 12: hold
+        (at(latency_s=1.2), 98),  # queue 17 > beta 12: -2
+        (at(latency_s=1.0, preemptions_per_s=0.5), 98),  # a drop: -2
+        (at(latency_s=1.0, in_flight=30), None),  # app-limited
+    ],
+)
+def test_vegas(signals: AdmissionSignals, cap: int | None) -> None:
+    vegas, state = _vegas_after_learning()
+    assert vegas.step(state, signals, 1.0).cap == cap
+
+
+def test_vegas_probes_its_no_load_latency_again_after_a_while() -> None:
+    vegas = Vegas(min_cap=1, max_cap=256, probe_multiplier=1)
+    state = vegas.step(vegas.initial_state(), at(cap=2, in_flight=2, latency_s=1.0), 0.0).state
+    # 0.75 * 1 * 2 windows: the second window probes, whatever the latency.
+    probed = vegas.step(state, at(cap=2, in_flight=2, latency_s=3.0), 1.0)
+    assert probed.cap is None
+    assert probed.state.no_load_s == 3.0
+
+
+# -- SLO band ---------------------------------------------------------------------------
+
+BAND = SloBand(min_cap=4, max_cap=256)
+
+
+@pytest.mark.parametrize(
+    ("signals", "cap", "why"),
+    [
+        # TTFT p95 at 2x its 1 s budget: halve what is in flight (not the cap).
+        (at(cap=256, in_flight=100, ttft_p95_s=2.0), 50, "ttft_p95"),
+        (at(cap=256, in_flight=80, ttft_p95_s=1.25), 64, "ttft_p95"),  # x0.8
+        (at(cap=256, in_flight=100, ttft_p95_s=1.05), 90, "ttft_p95"),  # never gentler than x0.9
+        (at(cap=256, in_flight=100, tpot_p95_s=0.16), 50, "tpot_p95"),
+        (at(cap=256, in_flight=100, preemptions_per_s=3.0), 50, "preemptions"),
+        (at(cap=40, in_flight=200, ttft_p95_s=2.0), 20, "ttft_p95"),  # in flight above the cap
+        (at(cap=6, in_flight=6, ttft_p95_s=4.0), 4, "ttft_p95"),  # floor
+        (at(cap=50, in_flight=50, queued=10), 60, "10 queued"),  # room: grow by the queue
+        (at(cap=40, in_flight=40, queued=100), 50, "100 queued"),  # by 25% of the cap at most
+        (at(cap=250, in_flight=250, queued=100), 256, "queued"),  # never above max-num-seqs
+        (at(cap=50, in_flight=30, gate_refusals_per_s=0.5), 51, "0 queued"),  # refusals: demand
+        (at(cap=50, in_flight=30), None, "no demand"),
+        (at(cap=50, in_flight=50, queued=10, ttft_p95_s=0.8), None, "inside the band"),
+    ],
+)
+def test_slo_band(signals: AdmissionSignals, cap: int | None, why: str) -> None:
+    step = BAND.step(BAND.initial_state(), signals, 100.0)
+    assert step.cap == cap
+    assert why in step.reason
+
+
+def test_slo_band_waits_for_a_cut_to_show_and_cuts_again_only_if_it_does_not_ease() -> None:
+    breach = at(cap=256, in_flight=100, ttft_p95_s=2.0)
+    state, cap, _ = BAND.step(BAND.initial_state(), breach, 0.0)
+    assert cap == 50
+    breach = at(cap=50, in_flight=50, ttft_p95_s=2.0)
+    assert BAND.step(state, breach, 4.0).cap is None  # within cut_dwell_s
+    eased = BAND.step(state, replace(breach, ttft_p95_s=1.5), 6.0)
+    assert eased.cap is None
+    assert "easing" in eased.reason
+    assert eased.state.pressure_ref == pytest.approx(1.5)
+    stuck = BAND.step(eased.state, replace(breach, ttft_p95_s=1.45), 7.0)
+    assert stuck.cap == 34  # 1.45 is not 10% better than 1.5: x(1/1.45) of 50
+    assert stuck.state.last_cut_at == 7.0
+
+
+def test_slo_band_grows_one_step_per_dwell_and_not_right_after_a_cut() -> None:
+    grow = at(cap=50, in_flight=50, queued=5)
+    after_cut = SloBandState(last_cut_at=10.0, pressure_ref=2.0)
+    assert BAND.step(after_cut, grow, 11.0).cap is None
+    state, cap, _ = BAND.step(after_cut, grow, 12.5)
+    assert cap == 55
+    assert BAND.step(state, replace(grow, cap=55, in_flight=55), 13.0).cap is None
+    assert BAND.step(state, replace(grow, cap=55, in_flight=55), 14.5).cap == 60
+    # Time 0 is a time like any other.
+    at_zero = BAND.step(BAND.initial_state(), grow, 0.0).state
+    assert BAND.step(at_zero, grow, 1.0).cap is None
+
+
+# -- every controller -------------------------------------------------------------------
+
+
+def test_the_registry_builds_each_kind_and_refuses_nonsense() -> None:
+    assert set(CONTROLLERS) == {"slo-band", "gradient2", "aimd", "vegas"}
+    assert build_controller("aimd", min_cap=1, max_cap=8, backoff_ratio=0.5).max_cap == 8
+    with pytest.raises(ValueError, match="unknown admission controller"):
+        build_controller("pid", min_cap=1, max_cap=8)
+    with pytest.raises(ValueError, match="aimd"):
+        build_controller("aimd", min_cap=1, max_cap=8, smoothing=0.2)
+    with pytest.raises(ValueError, match="min_cap <= max_cap"):
+        build_controller("vegas", min_cap=9, max_cap=8)
+    with pytest.raises(ValueError, match="min_cap"):
+        build_controller("gradient2", min_cap=0, max_cap=8)
+
+
+def test_clamp_rounds_down_into_the_bounds() -> None:
+    assert [clamp(v, 2, 10) for v in (0.0, 2.9, 9.99, 11.0, float("inf"))] == [2, 2, 9, 10, 10]
+    assert clamp(float("nan"), 2, 10) == 2
+
+
+_values = {
+    "cap": st.integers(0, 2000).map(float),
+    "in_flight": st.integers(0, 2000).map(float),
+    "queued": st.integers(0, 5000).map(float),
+    "latency_s": st.floats(0.0, 60.0),
+    "ttft_p95_s": st.floats(0.0, 60.0),
+    "tpot_p95_s": st.floats(0.0, 2.0),
+    "preemptions_per_s": st.floats(0.0, 100.0),
+    "vllm_errors_per_s": st.floats(0.0, 100.0),
+    "gate_refusals_per_s": st.floats(0.0, 100.0),
+}
+_signals = st.builds(
+    AdmissionSignals,
+    **{name: st.one_of(st.none(), strategy) for name, strategy in _values.items()},
+)
+_bounds = st.integers(1, 64).flatmap(lambda low: st.tuples(st.just(low), st.integers(low, 1024)))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(CONTROLLERS)),
+    bounds=_bounds,
+    ticks=st.lists(st.tuples(st.floats(0.0, 30.0), _signals), min_size=1, max_size=40),
+)
+def test_caps_stay_in_bounds_and_stale_signals_change_nothing(
+    kind: str, bounds: tuple[int, int], ticks: list[tuple[float, AdmissionSignals]]
+) -> None:
+    controller = build_controller(kind, min_cap=bounds[0], max_cap=bounds[1])
+    assert set(controller.needs) <= set(SIGNAL_NAMES)
+    state = controller.initial_state()
+    now = 0.0
+    for gap, signals in ticks:
+        now += gap
+        step = controller.step(state, signals, now)
+        if signals.missing(controller.needs):
+            assert step.cap is None
+            assert step.state == state
+        if step.cap is not None:
+            assert bounds[0] <= step.cap <= bounds[1]
+            assert step.cap != signals.cap, "a change must change something"
+        state = step.state
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    kind=st.sampled_from(sorted(CONTROLLERS)),
+    signals=_signals.filter(lambda s: s.cap is not None and s.cap >= 1),
+)
+def test_without_any_signal_but_the_cap_every_controller_holds(
+    kind: str, signals: AdmissionSignals
+) -> None:
+    controller = build_controller(kind, min_cap=1, max_cap=512)
+    blind = AdmissionSignals(cap=signals.cap)
+    step = controller.step(controller.initial_state(), blind, 0.0)
+    assert step.cap is None
+    assert step.reason.startswith("hold: no fresh")
