@@ -6,11 +6,22 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from daemon.app.commands import check, demo, explain, run, schema, signals, sim, status, test
+from daemon.app.commands import (
+    apply,
+    check,
+    demo,
+    explain,
+    run,
+    schema,
+    signals,
+    sim,
+    status,
+    test,
+)
 from daemon.app.defaults import EXIT_USAGE
 from daemon.core.version import __version__
 
-SUBCOMMANDS = (run, check, test, schema, status, signals, explain, demo, sim)
+SUBCOMMANDS = (run, check, test, schema, status, signals, explain, apply, demo, sim)
 
 
 def build_parser() -> argparse.ArgumentParser:

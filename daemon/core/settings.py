@@ -8,6 +8,7 @@ a test keeps the two in step.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -32,6 +33,11 @@ Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Port = Annotated[int, Field(ge=0, le=65535)]
 # Instance names appear in labels, unit names and Slack messages: keep them plain.
 InstanceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+# The restart command is an argument list run without a shell; the unit's name is the only
+# thing substituted into it, so that no configured string can become a command of its own.
+UNIT_PLACEHOLDER = "{unit}"
+DEFAULT_RESTART_COMMAND = ("systemctl", "restart", UNIT_PLACEHOLDER)
+_PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 class GovernorSection(_Section):
@@ -186,7 +192,11 @@ class Envelope(_Section):
 
 
 class VllmInstance(_Section):
-    """One vLLM server on this host, as the governor observes it (a ``[[vllm]]`` table)."""
+    """One vLLM server on this host, as the governor observes and retunes it (``[[vllm]]``).
+
+    Only ``name`` and ``url`` are required. Without ``config_path`` the server is observed
+    only: its knobs are unknown and no change is ever planned for it.
+    """
 
     name: InstanceName
     url: str
@@ -194,6 +204,48 @@ class VllmInstance(_Section):
     scrape_timeout_s: Seconds = 1.5
     stale_after_s: Seconds = 10.0
     knobs: dict[str, Envelope] = {}
+    unit: str = ""
+    config_path: Path | None = None
+    env_file: Path | None = None
+    restart_command: tuple[str, ...] = DEFAULT_RESTART_COMMAND
+    restart_timeout_s: Seconds = 300.0
+    ready_timeout_s: Seconds = 900.0
+    drain: Literal["shutdown-timeout", "pause"] = "shutdown-timeout"
+    verify_window_s: Seconds = 300.0
+    verify_max_error_rate_increase: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.05
+    verify_max_ttft_p95_ratio: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.5
+    verify_max_preemption_rate_increase: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.5
+    mode: Literal["active", "dry-run"] = "active"
+
+    @field_validator("restart_command")
+    @classmethod
+    def _plain_arguments(cls, command: tuple[str, ...]) -> tuple[str, ...]:
+        if not command or not command[0]:
+            message = 'must name a program: an argument list such as ["systemctl", ...]'
+            raise ValueError(message)
+        for argument in command:
+            for placeholder in _PLACEHOLDER.findall(argument):
+                if placeholder != UNIT_PLACEHOLDER:
+                    message = f"{placeholder} is not substituted; only {UNIT_PLACEHOLDER} is"
+                    raise ValueError(message)
+        return command
+
+    @model_validator(mode="after")
+    def _actuatable(self) -> VllmInstance:
+        uses_unit = any(UNIT_PLACEHOLDER in argument for argument in self.restart_command)
+        if self.config_path is not None and uses_unit and not self.unit:
+            message = (
+                f"restart_command uses {UNIT_PLACEHOLDER} but unit is not set "
+                "(name the systemd unit, e.g. vllm@main.service)"
+            )
+            raise ValueError(message)
+        return self
+
+    def restart_argv(self) -> tuple[str, ...]:
+        """The restart command with ``{unit}`` replaced, and nothing else touched."""
+        return tuple(
+            argument.replace(UNIT_PLACEHOLDER, self.unit) for argument in self.restart_command
+        )
 
     @field_validator("knobs")
     @classmethod

@@ -2,15 +2,16 @@
 
 Each tick builds one view per vLLM target from the signal rows, runs the pure
 :func:`~daemon.policy.tick.tick`, persists the states that changed and the decisions, and
-logs each decision once. Accepted intents go to the gate; until the actuators and approvals
-exist, the gate is a recorder: it logs what it would have done.
+logs each decision once. The current knob values come from ``knobs`` (the actuation plane
+reads them from each server's files); accepted intents go to ``gate``, which routes them to
+the actuator or to approval and returns what it blocked, to be recorded as well.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -68,6 +69,8 @@ class Evaluator:
     metrics: EvaluatorMetrics
     states: dict[StateKey, PolicyState] = field(default_factory=dict)
     history: dict[KnobKey, KnobHistory] = field(default_factory=dict)
+    knobs: Callable[[], Mapping[str, Mapping[str, float]]] = dict
+    gate: Callable[[Sequence[Decision]], Sequence[Decision]] = lambda _accepted: ()
 
     async def run(self, readiness: Readiness) -> None:
         """Load the persisted state, then evaluate forever."""
@@ -85,7 +88,7 @@ class Evaluator:
         config = self.config()
         started = self.clock.monotonic()
         targets = [instance.name for instance in config.vllm]
-        views = target_views(self.signals.rows(), targets)
+        views = target_views(self.signals.rows(), targets, self.knobs())
         result = tick(
             self.policies().specs,
             self.states,
@@ -101,9 +104,10 @@ class Evaluator:
         offset = self._offset()
         if changed:
             self.store.save_states(changed, offset)
-        self.store.record(result.decisions, offset)
+        blocked = tuple(self.gate(result.accepted))
+        self.store.record((*result.decisions, *blocked), offset)
         self.states = result.states
-        for decision in result.decisions:
+        for decision in (*result.decisions, *blocked):
             self._report(decision)
         self.metrics.ticks.observe(self.clock.monotonic() - started)
         return result

@@ -24,9 +24,10 @@ from daemon.core.errors import ConfigError, ControlError
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
+from daemon.engine.actuation_plane import ActuationPlane, ActuatorFactory
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.own_metrics import OwnMetrics, create_own_metrics, serve_metrics
-from daemon.engine.policy_plane import PolicyPlane
+from daemon.engine.policy_plane import STATE_FILE, PolicyPlane
 from daemon.engine.service_manager import ServiceManager
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.supervisor import EternalTask, Readiness, supervise
@@ -56,14 +57,27 @@ class Governor:
         clock: Clock,
         manager: ServiceManager,
         secrets: GovernorSecrets | None = None,
+        actuator_factory: ActuatorFactory | None = None,
     ) -> None:
         self._loaded = loaded
         self._clock = clock
         self._manager = manager
         self._metrics: OwnMetrics = create_own_metrics(clock)
         self._signals = SignalPlane(loaded.config, clock, self._metrics.registry, secrets=secrets)
+        self._actuation = ActuationPlane(
+            lambda: self._loaded.config,
+            self._signals,
+            clock,
+            self._metrics.registry,
+            loaded.config.governor.state_dir / STATE_FILE,
+            factory=actuator_factory,
+        )
         self._policies = PolicyPlane(
-            lambda: self._loaded.config, self._signals, clock, self._metrics.registry
+            lambda: self._loaded.config,
+            self._signals,
+            clock,
+            self._metrics.registry,
+            self._actuation,
         )
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
@@ -101,6 +115,7 @@ class Governor:
             await supervise(self._tasks, self._stop, on_ready=self._on_ready)
         finally:
             self._policies.close()
+            self._actuation.close()
 
     def _on_ready(self) -> None:
         self._state = "ready"
@@ -138,6 +153,7 @@ class Governor:
             tasks.append(EternalTask("metrics endpoint", self._serve_metrics))
         tasks.extend(self._signals.tasks())
         tasks.extend(self._policies.tasks())
+        tasks.extend(self._actuation.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks
@@ -147,6 +163,7 @@ class Governor:
             "status": self._handle_status,
             "signals": self._handle_signals,
             "explain": self._handle_explain,
+            "plan": self._handle_plan,
         }
         await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
 
@@ -221,6 +238,7 @@ class Governor:
             "tasks": [task.name for task in self._tasks],
             "sources": self._signals.source_status(),
             **self._policies.status(),
+            **self._actuation.status(),
         }
 
     async def _handle_explain(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
@@ -232,6 +250,16 @@ class Governor:
         if "error" in answer:
             raise ControlError(str(answer["error"]))
         return answer
+
+    async def _handle_plan(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
+        name = request.args.get("policy")
+        if not isinstance(name, str):
+            message = "'policy' must be a policy name"
+            raise ControlError(message)
+        intents = self._policies.intents_now(name)
+        if isinstance(intents, str):
+            raise ControlError(intents)
+        return {"policy": name, "plans": await self._actuation.dry_runs(intents)}
 
     async def _handle_signals(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         prefix = request.args.get("prefix", "")

@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from daemon.core.actuation import ActuationResult
 from daemon.core.clock import Clock
 from daemon.core.errors import ConfigIssue
 from daemon.core.settings import GovernorConfig
+from daemon.engine.actuation_plane import ActuationPlane
 from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.policy_set import fingerprint, load_policy_set, reload_policy_set
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import evaluate
-from daemon.policy.state import PolicyState
+from daemon.policy.planner import KnobHistory, plan
+from daemon.policy.state import Phase, PolicyState
 from daemon.policy.views import target_views
 
 log = logging.getLogger(__name__)
@@ -41,6 +45,7 @@ class PolicyPlane:
         signals: SignalPlane,
         clock: Clock,
         registry: CollectorRegistry,
+        actuation: ActuationPlane | None = None,
     ) -> None:
         self._config = config
         self._signals = signals
@@ -56,6 +61,11 @@ class PolicyPlane:
             clock,
             EvaluatorMetrics.register(registry),
         )
+        if actuation is not None:
+            self.evaluator.knobs = actuation.knobs
+            self.evaluator.gate = actuation.submit
+            actuation.on_applied = self.record_applied
+            actuation.record = self.record_decisions
         Gauge("vllm_governor_policies", "Policies in force.", registry=registry).set_function(
             lambda: len(self.policies.specs)
         )
@@ -75,6 +85,22 @@ class PolicyPlane:
     def close(self) -> None:
         """Close the state store."""
         self.store.close()
+
+    def record_applied(self, result: ActuationResult) -> None:
+        """Enter a change that restarted a server in its knobs' histories (dwell, budgets)."""
+        now, offset = self._clock.monotonic(), self._offset()
+        for knob in result.changes:
+            key = (result.target, knob)
+            history = self.evaluator.history.get(key, KnobHistory()).changed(now)
+            self.evaluator.history[key] = history
+            self.store.save_history(key, history, offset)
+
+    def record_decisions(self, decisions: Sequence[Decision]) -> None:
+        """Add decisions made outside a tick (an alert after a revert) to the log."""
+        self.store.record(decisions, self._offset())
+
+    def _offset(self) -> float:
+        return self._clock.wall().timestamp() - self._clock.monotonic()
 
     def reload(self, config: GovernorConfig) -> tuple[ConfigIssue, ...]:
         """Swap in the policies under ``config``'s directories, or keep the old set and say why."""
@@ -122,6 +148,34 @@ class PolicyPlane:
             "disabled": [issue.render() for issue in self.policies.disabled],
             "recent_decisions": self.store.recent_decisions(20),
         }
+
+    def intents_now(self, name: str) -> list[Decision] | str:
+        """What ``name`` would change on each target if it fired now, inside the envelopes.
+
+        For ``apply --dry-run``: the policy is taken as firing and free to act (no cooldown,
+        no pending ``for``), so only its condition, its schedule, the current knob values and
+        the envelopes decide. Returns a sentence instead when there is no such policy.
+        """
+        spec = next((s for s in self.policies.specs if s.name == name), None)
+        if spec is None:
+            known = ", ".join(s.name for s in self.policies.specs) or "none"
+            return f"no policy named {name!r} (in force: {known})"
+        config = self._config()
+        views = target_views(self._signals.rows(), _targets(config), self.evaluator.knobs())
+        now, wall = self._clock.monotonic(), self._clock.wall()
+        firing = PolicyState(Phase.FIRING, now - spec.for_s)
+        intents: list[Decision] = []
+        for target, view in views.items():
+            if spec.applies_to(target):
+                _, decisions = evaluate(spec, firing, view, now, wall)
+                intents.extend(d for d in decisions if d.kind is DecisionKind.INTENT)
+        envelopes = {
+            (instance.name, knob): envelope
+            for instance in config.vllm
+            for knob, envelope in instance.knobs.items()
+        }
+        result = plan(intents, envelopes, self.evaluator.history, now)
+        return [*result.accepted, *result.blocked]
 
     def explain(self, name: str) -> dict[str, Any]:
         """For the current signals: each target's view of one policy and what would happen."""

@@ -105,11 +105,14 @@ class SignalPlane:
         self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
         self._metrics.up.labels(source=source).set(1 if ok else 0)
 
-    def rows(self, prefix: str = "") -> list[SignalRow]:
-        """What the governor sees now: every signal whose name starts with ``prefix``."""
+    def rows(self, prefix: str = "", window_s: float | None = None) -> list[SignalRow]:
+        """What the governor sees now: every signal whose name starts with ``prefix``.
+
+        Derived signals cover ``window_s`` (default: the configured ``signals.window_s``).
+        """
         context = ViewContext(
             now=self._clock.monotonic(),
-            window_s=self._window_s,
+            window_s=window_s or self._window_s,
             stale_after=self._stale_after_key,
             targets=self._targets,
         )

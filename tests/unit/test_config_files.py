@@ -165,7 +165,7 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "b"\nurl = "http://x"\nstale_after = 3\n',
-            ":7:1: vllm.1.stale_after: unknown key (allowed here: knobs, name, scrape_interval_s, scrape_timeout_s, stale_after_s, url)",
+            ":7:1: vllm.1.stale_after: unknown key (allowed here: config_path, drain, env_file, knobs, mode, name, ready_timeout_s, restart_command, restart_timeout_s, scrape_interval_s, scrape_timeout_s, stale_after_s, unit, url, verify_max_error_rate_increase, verify_max_preemption_rate_increase, verify_max_ttft_p95_ratio, verify_window_s)",
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "a"\nurl = "http://y"\n',
@@ -176,6 +176,48 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
 def test_vllm_tables_are_validated_per_entry(text: str, expected: str) -> None:
     issues = _issues(text)
     assert issues[0].startswith(f"{WHERE}{expected}"), issues
+
+
+@pytest.mark.parametrize(
+    ("table", "expected"),
+    [
+        (
+            'config_path = "/etc/vllm/a.yaml"\n',
+            ":1:3: vllm.0: Value error, restart_command uses {unit} but unit is not set",
+        ),
+        (
+            'restart_command = ["sh", "-c", "{cmd}"]\n',
+            ":4:1: vllm.0.restart_command: Value error, {cmd} is not substituted; only {unit} is",
+        ),
+        (
+            "restart_command = []\n",
+            ":4:1: vllm.0.restart_command: Value error, must name a program",
+        ),
+        (
+            'drain = "sigkill"\n',
+            ":4:1: vllm.0.drain: Input should be 'shutdown-timeout' or 'pause'",
+        ),
+        ('mode = "yolo"\n', ":4:1: vllm.0.mode: Input should be 'active' or 'dry-run'"),
+        (
+            "verify_max_ttft_p95_ratio = 0.5\n",
+            ":4:1: vllm.0.verify_max_ttft_p95_ratio: Input should",
+        ),
+    ],
+)
+def test_actuation_settings_are_checked(table: str, expected: str) -> None:
+    issues = _issues(f'[[vllm]]\nname = "a"\nurl = "http://x"\n{table}')
+    assert issues[0].startswith(f"{WHERE}{expected}"), issues
+
+
+def test_the_restart_command_substitutes_only_the_unit() -> None:
+    text = (
+        '[[vllm]]\nname = "a"\nurl = "http://x"\nunit = "vllm@a.service"\n'
+        'config_path = "/etc/vllm/a.yaml"\n'
+    )
+    instance = parse_config(text, WHERE).vllm[0]
+    assert instance.restart_argv() == ("systemctl", "restart", "vllm@a.service")
+    assert instance.mode == "active"
+    assert instance.env_file is None
 
 
 def test_a_config_holding_only_one_vllm_server_is_valid() -> None:

@@ -71,9 +71,10 @@ def main(args: argparse.Namespace) -> int:
 async def _serve(
     loaded: LoadedConfig, clock: SystemClock, notifier: SystemdNotifier, secrets: GovernorSecrets
 ) -> int:
+    from actuators.vllm.actuator import VllmActuator
     from daemon.engine.governor import Governor
 
-    governor = Governor(loaded, clock, notifier, secrets)
+    governor = Governor(loaded, clock, notifier, secrets, actuator_factory=VllmActuator)
     deadline_s = loaded.config.governor.shutdown_deadline_s
     loop = asyncio.get_running_loop()
 

@@ -98,7 +98,30 @@ def render(status: dict[str, Any]) -> str:
                 f"  {_time(decision['at'])} {decision['policy']} on {decision['target']}: "
                 f"{decision['kind']}{guard}"
             )
+    lines.extend(_changes(status))
     return "\n".join(lines)
+
+
+def _changes(status: dict[str, Any]) -> list[str]:
+    """Recent changes of vLLM servers, quarantined policies, proposals awaiting a person."""
+    lines = []
+    if changes := status.get("actuations", []):
+        lines.append("recent changes:")
+        for change in changes:
+            # An open change says where it is; a finished one, how it ended.
+            where = f"at step {change['step']}" if change["state"] == "open" else change["outcome"]
+            lines.append(
+                f"  #{change['id']} {change['policy']} on {change['target']}: "
+                f"{change['state']}: {where}"
+            )
+    for held in status.get("quarantined", []):
+        lines.append(f"quarantined: {held['policy']} on {held['target']}: {held['reason']}")
+    for proposal in status.get("proposals", []):
+        lines.append(
+            f"proposed #{proposal['id']}: {proposal['policy']} on {proposal['target']}: "
+            f"{proposal['changes']} (waiting for approval)"
+        )
+    return lines
 
 
 def _time(epoch: float) -> str:

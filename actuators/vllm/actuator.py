@@ -1,0 +1,258 @@
+"""The vLLM actuator: one change of one server at a time, journaled from plan to outcome.
+
+``plan → preflight → baseline → journal (with the last-known-good files) → write → drain →
+restart → wait ready → verify → done``, or revert (see :mod:`actuators.vllm.flows`). Before
+anything is touched: the version is read from ``/version`` and its registry chosen; the files
+are read and edited in memory; preflight checks freezes, forbidden flags, cross-knob rules,
+envelopes, staleness, dwell and budgets (:mod:`actuators.vllm.preflight`), vLLM's own parser
+where it is installed, and that the server serves now (its files are then the last-known-good
+config); and the signal store must cover a window before the change (the baseline of the
+verification). One change per server: an asyncio lock within this process, and the journal's
+one open entry per server across processes and restarts. A refused or dry-run change is
+journaled too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import asdict
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from actuators.vllm.atomic_files import FileSnapshot, snapshot
+from actuators.vllm.config_text import read_yaml_options
+from actuators.vllm.flows import forward
+from actuators.vllm.freezes import freeze_reason
+from actuators.vllm.knob_reader import KnobReader
+from actuators.vllm.plan import ChangePlan, make_plan
+from actuators.vllm.preflight import Refusal, preflight, refuse
+from actuators.vllm.probes import probe, read_version
+from actuators.vllm.reconcile import reconcile
+from actuators.vllm.registry import VersionRegistry, registry_for
+from actuators.vllm.steps import PLANNED, ChangeSteps, PhaseTimer, hold_if_asked
+from actuators.vllm.verification import baseline_window
+from actuators.vllm.vllm_args import vllm_objection
+from daemon.api import (
+    DRY_RUN,
+    REFUSED,
+    ActuationJournal,
+    ActuationRefused,
+    ActuationResult,
+    ChangeInFlight,
+    ChangeRequest,
+    Clock,
+    ConfigWriteError,
+    SignalWindows,
+    VllmInstance,
+)
+
+Objection = Callable[[Mapping[str, Any], Clock], Awaitable[str]]
+HOUR = timedelta(hours=1)
+
+
+class VllmActuator:
+    """Changes vLLM servers managed by systemd (or any service manager with a restart command).
+
+    Args:
+        journal: The engine's journal.
+        windows: The engine's signal windows, for verification.
+        clock: The injected clock.
+        freeze_dir: Where freeze files are looked for (the governor's state directory).
+        registry_of: Version text -> registry (tests substitute a stub to let a bad flag by).
+        objection: vLLM's own parser check (skipped when vLLM is not installed).
+    """
+
+    def __init__(
+        self,
+        journal: ActuationJournal,
+        windows: SignalWindows,
+        clock: Clock,
+        freeze_dir: Path,
+        *,
+        registry_of: Callable[[str | None], VersionRegistry] = registry_for,
+        objection: Objection = vllm_objection,
+    ) -> None:
+        self._journal = journal
+        self._windows = windows
+        self._clock = clock
+        self._freeze_dir = freeze_dir
+        self._registry_of = registry_of
+        self._objection = objection
+        self._reader = KnobReader()
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def current_knobs(self, instance: VllmInstance) -> Mapping[str, float]:
+        """What the server's files set now (cached by mtime)."""
+        return self._reader.read(instance)
+
+    async def plan(self, instance: VllmInstance, request: ChangeRequest) -> ChangePlan:
+        """The plan, without any check or side effect (``apply --dry-run`` prints it).
+
+        Raises:
+            ActuationRefused: the change cannot even be planned.
+        """
+        plan, _ = await self._plan(instance, request)
+        return plan
+
+    async def apply(
+        self, instance: VllmInstance, request: ChangeRequest, *, dry_run: bool = False
+    ) -> ActuationResult:
+        """Make the change, or say why not; journal it either way."""
+        lock = self._locks.setdefault(instance.name, asyncio.Lock())
+        async with lock:
+            return await self._apply(instance, request, dry_run or instance.mode == "dry-run")
+
+    async def reconcile(self, instance: VllmInstance) -> ActuationResult | None:
+        """Finish or revert what a previous governor left open for ``instance``."""
+        lock = self._locks.setdefault(instance.name, asyncio.Lock())
+        async with lock:
+            return await reconcile(instance, self._journal, self._windows, self._clock)
+
+    async def _apply(
+        self, instance: VllmInstance, request: ChangeRequest, dry_run: bool
+    ) -> ActuationResult:
+        timer = PhaseTimer(self._clock)
+        plan: ChangePlan | None = None
+        try:
+            with timer.phase("plan"):
+                plan, registry = await self._plan(instance, request)
+            with timer.phase("preflight"):
+                baseline_start = await self._preflight(instance, request, plan, registry)
+        except (ActuationRefused, ChangeInFlight, ConfigWriteError) as exc:
+            return self._refused(instance, request, plan, exc, timer)
+        if dry_run:
+            outcome = f"dry run: would write {_paths(plan)} and run {list(plan.restart)}"
+            self._journal.record(
+                instance.name,
+                request.policy,
+                state=DRY_RUN,
+                outcome=outcome,
+                plan=plan.as_json(),
+                timings=timer.timings,
+            )
+            return _result(request, DRY_RUN, outcome, plan, timer)
+        with timer.phase("baseline"):
+            baseline = await baseline_window(instance, self._windows, self._clock)
+        if baseline is None:
+            why = "no fresh signals covered a window before the change: it could not be verified"
+            return self._refused(
+                instance, request, plan, ActuationRefused(why, "no_baseline"), timer
+            )
+        with timer.phase("journal"):
+            facts = {"baseline_start": baseline_start, "baseline": dict(baseline)}
+            try:
+                entry = self._journal.begin(instance.name, request.policy, plan.as_json(), facts)
+            except ChangeInFlight as exc:
+                return self._refused(instance, request, plan, exc, timer)
+        steps = ChangeSteps(
+            instance,
+            entry.id,
+            plan.as_json(),
+            facts,
+            journal=self._journal,
+            windows=self._windows,
+            clock=self._clock,
+        )
+        steps.timer.timings.update(timer.timings)
+        await hold_if_asked(PLANNED)
+        return await forward(steps)
+
+    async def _plan(
+        self, instance: VllmInstance, request: ChangeRequest
+    ) -> tuple[ChangePlan, VersionRegistry]:
+        if instance.config_path is None:
+            message = f"{instance.name} has no config_path: the governor only observes it"
+            raise ActuationRefused(message, "not_actuated")
+        version = await read_version(instance.url, instance.scrape_timeout_s + 1.0)
+        registry = self._registry_of(version)
+        env_file = snapshot(instance.env_file) if instance.env_file is not None else None
+        yaml_file = snapshot(instance.config_path)
+        if not yaml_file.exists:
+            message = f"{instance.config_path} does not exist: it must be the unit's --config"
+            raise ActuationRefused(message, "config")
+        return make_plan(instance, request, registry, yaml_file, env_file), registry
+
+    async def _preflight(
+        self,
+        instance: VllmInstance,
+        request: ChangeRequest,
+        plan: ChangePlan,
+        registry: VersionRegistry,
+    ) -> float | None:
+        """Every check; the serving process's start time when all pass.
+
+        Raises:
+            ActuationRefused: with every refusal found.
+            ChangeInFlight: another change of this server is open in the journal.
+        """
+        if self._journal.open_entry(instance.name) is not None:
+            message = f"another change of {instance.name} is in flight"
+            raise ChangeInFlight(message)
+        now = self._clock.wall()
+        changed_at: dict[str, list[Any]] = {}
+        for entry in self._journal.applied_since(instance.name, now - HOUR):
+            for knob in entry.plan.get("knobs", {}):
+                changed_at.setdefault(knob, []).append(entry.finished_at or entry.started_at)
+        refusals: list[Refusal] = preflight(
+            instance,
+            request,
+            plan,
+            registry,
+            frozen=freeze_reason(self._freeze_dir, instance.name, now),
+            changed_at=changed_at,
+            now=now,
+        )
+        if not refusals:
+            options = read_yaml_options(plan.files[0].new_text, str(plan.files[0].path))
+            if objection := await self._objection(options, self._clock):
+                refusals.append(("vllm_parser", objection))
+        if not refusals:
+            seen = await probe(instance.url, instance.scrape_timeout_s + 1.0)
+            if not seen.ready:
+                why = f"{instance.name} is not serving ({seen.state}): its config is not known good"
+                refusals.append(("not_ready", why))
+            else:
+                return seen.process_start
+        raise refuse(refusals)
+
+    def _refused(
+        self,
+        instance: VllmInstance,
+        request: ChangeRequest,
+        plan: ChangePlan | None,
+        error: Exception,
+        timer: PhaseTimer,
+    ) -> ActuationResult:
+        guard = error.guard if isinstance(error, ActuationRefused) else "in_flight"
+        outcome = f"refused ({guard}): {error}"
+        body = plan.as_json() if plan is not None else {"request": asdict(request)}
+        self._journal.record(
+            instance.name,
+            request.policy,
+            state=REFUSED,
+            outcome=outcome,
+            plan=body,
+            timings=timer.timings,
+        )
+        return _result(request, REFUSED, outcome, plan, timer)
+
+
+def _result(
+    request: ChangeRequest, state: str, outcome: str, plan: ChangePlan | None, timer: PhaseTimer
+) -> ActuationResult:
+    return ActuationResult(
+        target=request.target,
+        policy=request.policy,
+        state=state,
+        outcome=outcome,
+        changes=dict(request.changes),
+        timings=dict(timer.timings),
+        plan=plan.as_json() if plan is not None else {},
+    )
+
+
+def _paths(plan: ChangePlan) -> str:
+    changed: list[FileSnapshot] = [change.old for change in plan.files if change.changed]
+    return ", ".join(str(file.path) for file in changed) or "nothing"

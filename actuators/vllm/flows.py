@@ -1,0 +1,179 @@
+"""The change protocol after the journal entry is open: apply, verify, and revert on failure.
+
+Every path ends in exactly one finished journal entry. A failure after the first byte was
+written leads to the revert: the last-known-good files (the plan's old contents) are written
+back, the server is restarted once more and verified again, and the result asks the engine to
+quarantine the policy. A change that never restarted the server is *abandoned* instead: its
+files go back and nothing is restarted, since the server still runs the old config.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from actuators.vllm.probes import Probe, probe
+from actuators.vllm.steps import (
+    DRAINED,
+    READY,
+    RESTARTED,
+    RESTARTING,
+    REVERT_READY,
+    REVERT_RESTARTED,
+    REVERT_RESTARTING,
+    REVERT_VERIFYING,
+    REVERT_WRITTEN,
+    REVERTING,
+    VERIFYING,
+    WRITTEN,
+    ChangeSteps,
+)
+from daemon.api import (
+    ABANDONED,
+    DONE,
+    FAILED,
+    REVERTED,
+    ActuationResult,
+    ConfigWriteError,
+)
+
+log = logging.getLogger(__name__)
+
+
+async def forward(steps: ChangeSteps) -> ActuationResult:
+    """Write, drain, restart, wait until ready, verify; revert on any failure."""
+    timer = steps.timer
+    try:
+        with timer.phase("write"):
+            steps.write("new")
+    except ConfigWriteError as exc:
+        return await abandon(steps, f"writing the new config failed: {exc}")
+    await steps.mark(WRITTEN, written_at=steps.clock.wall().timestamp())
+    with timer.phase("drain"):
+        drained = await steps.drain()
+    await steps.mark(DRAINED, drain=drained)
+    await steps.mark(RESTARTING)
+    with timer.phase("restart"):
+        command = await steps.restart()
+    await steps.mark(RESTARTED, restart={"exit": command.returncode, "output": command.output})
+    if not command.ok:
+        why = f"the restart command failed ({_exit(command.returncode)}): {command.output[-300:]}"
+        return await revert(steps, why.strip())
+    with timer.phase("ready"):
+        seen = await steps.ready(not_process=steps.facts.get("baseline_start"))
+    if seen.state == "not_restarted":
+        return await abandon(steps, "the restart command exited 0 but the same process serves")
+    if not seen.ready:
+        why = f"not ready within {steps.instance.ready_timeout_s:g} s ({seen.state}: {seen.detail})"
+        return await revert(steps, why)
+    await steps.mark(READY, new_start=seen.process_start)
+    return await verify_and_finish(steps, seen.process_start)
+
+
+async def verify_and_finish(steps: ChangeSteps, process_start: float | None) -> ActuationResult:
+    """Verify the change that now serves; finish it, or revert it."""
+    await steps.mark(VERIFYING)
+    with steps.timer.phase("verify"):
+        verdict = await steps.verify(process_start)
+    if not verdict.ok:
+        return await revert(
+            steps, f"verification failed: {verdict.detail}", verdict=verdict.as_json()
+        )
+    await steps.mark(VERIFYING, verdict=verdict.as_json())
+    return finish(steps, DONE, f"applied and verified: {_changes(steps)}")
+
+
+async def revert(steps: ChangeSteps, reason: str, **facts: Any) -> ActuationResult:
+    """Write the last-known-good files back, restart once, wait, verify again."""
+    serving = await probe(steps.instance.url, steps.instance.scrape_timeout_s + 1.0)
+    revert_from = serving.process_start if serving.ready else None
+    log.error(
+        "change failed; reverting to the last-known-good config",
+        extra={"target": steps.instance.name, "reason": reason},
+    )
+    await steps.mark(REVERTING, revert_reason=reason, revert_from=revert_from, **facts)
+    try:
+        with steps.timer.phase("revert_write"):
+            steps.write("old")
+    except ConfigWriteError as exc:
+        why = f"{reason}; the last-known-good config could not be written back: {exc}"
+        return finish(steps, FAILED, why, quarantine=True)
+    await steps.mark(REVERT_WRITTEN)
+    await steps.mark(REVERT_RESTARTING)
+    with steps.timer.phase("revert_restart"):
+        command = await steps.restart()
+    result = {"exit": command.returncode, "output": command.output}
+    await steps.mark(REVERT_RESTARTED, revert_restart=result)
+    return await after_revert_restart(steps, reason, revert_from)
+
+
+async def after_revert_restart(
+    steps: ChangeSteps, reason: str, revert_from: float | None
+) -> ActuationResult:
+    """Wait for the server on the last-known-good config, then verify it again."""
+    with steps.timer.phase("revert_ready"):
+        seen = await steps.ready(not_process=revert_from)
+    if not seen.ready:
+        why = f"{reason}; reverted, but the server did not come back ({seen.state}: {seen.detail})"
+        return finish(steps, FAILED, why, quarantine=True)
+    return await reverify(steps, reason, seen)
+
+
+async def reverify(steps: ChangeSteps, reason: str, seen: Probe) -> ActuationResult:
+    """Verify the server back on its last-known-good config, and finish as reverted."""
+    await steps.mark(REVERT_READY, revert_start=seen.process_start)
+    await steps.mark(REVERT_VERIFYING)
+    with steps.timer.phase("revert_verify"):
+        verdict = await steps.verify(seen.process_start)
+    await steps.mark(REVERT_VERIFYING, revert_verdict=verdict.as_json())
+    after = "" if verdict.ok else f" (still worse than before after the revert: {verdict.detail})"
+    outcome = f"reverted to the last-known-good config: {reason}{after}"
+    return finish(steps, REVERTED, outcome, quarantine=True)
+
+
+async def abandon(steps: ChangeSteps, reason: str) -> ActuationResult:
+    """Put the files back without a restart: the server never left the old config."""
+    try:
+        steps.write("old")
+    except ConfigWriteError as exc:
+        why = f"{reason}; the old files could not be put back: {exc}"
+        return finish(steps, FAILED, why, quarantine=True)
+    await steps.resume()
+    return finish(steps, ABANDONED, f"abandoned, files restored, nothing restarted: {reason}")
+
+
+def finish(
+    steps: ChangeSteps, state: str, outcome: str, *, quarantine: bool = False
+) -> ActuationResult:
+    """Close the journal entry and say how it ended."""
+    steps.journal.finish(steps.entry_id, state, outcome, steps.timer.timings)
+    log_at = logging.INFO if state in (DONE, ABANDONED) else logging.ERROR
+    log.log(
+        log_at,
+        "change finished",
+        extra={"target": steps.instance.name, "state": state, "outcome": outcome},
+    )
+    return ActuationResult(
+        target=steps.instance.name,
+        policy=str(steps.plan.get("policy", "")),
+        state=state,
+        outcome=outcome,
+        changes={knob: values[1] for knob, values in steps.plan["knobs"].items()},
+        entry_id=steps.entry_id,
+        timings=dict(steps.timer.timings),
+        plan=steps.plan,
+        quarantine=quarantine,
+    )
+
+
+def _changes(steps: ChangeSteps) -> str:
+    knobs = steps.plan["knobs"]
+    return ", ".join(f"{knob} {_shown(old)} -> {new:g}" for knob, (old, new) in knobs.items())
+
+
+def _shown(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:g}"
+
+
+def _exit(code: int | None) -> str:
+    return "did not finish" if code is None else f"exit {code}"

@@ -1,0 +1,101 @@
+"""Preflight: every reason not to make a planned change, found before anything is touched. Pure.
+
+In order: the request is for this server; no freeze; the resulting config carries no flag the
+version removed and nothing the governor never sets (``disable-log-stats``); the knobs agree
+with each other as the version demands (in 0.33, ``max_num_batched_tokens >= max_num_seqs``
+and ``max_num_active_seqs <= max_num_seqs``); each change stays in its envelope; the value on disk
+is still the one the policy decided on (or the decision is stale); and the knob's dwell time
+and hourly budget, read from the journal, allow another change. The asynchronous checks
+(version, health, vLLM's own parser, one change in flight) are the actuator's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from actuators.vllm.config_text import knob_value, read_env, read_yaml_options
+from actuators.vllm.plan import ChangePlan
+from actuators.vllm.registry import VersionRegistry
+from daemon.api import (
+    ActuationRefused,
+    ChangeRequest,
+    VllmInstance,
+    envelope_problem,
+    pace_problem,
+)
+
+Refusal = tuple[str, str]  # (guard, why)
+
+
+def preflight(
+    instance: VllmInstance,
+    request: ChangeRequest,
+    plan: ChangePlan,
+    registry: VersionRegistry,
+    *,
+    frozen: str,
+    changed_at: Mapping[str, Sequence[datetime]],
+    now: datetime,
+) -> list[Refusal]:
+    """Every refusal, in the order above; an empty list means the change may go ahead."""
+    if request.target != instance.name:
+        return [("target", f"the request is for {request.target}, not {instance.name}")]
+    refusals: list[Refusal] = []
+    if frozen:
+        refusals.append(("frozen", frozen))
+    refusals.extend(_forbidden_flags(plan, registry))
+    refusals.extend(_consistency(plan, registry))
+    for knob, (old, new) in plan.knobs.items():
+        envelope = instance.knobs.get(knob)
+        if old is None:
+            refusals.append(("unknown_current_value", f"the current {knob} is not known"))
+            continue
+        if (problem := envelope_problem(knob, envelope, old, new)) != "":
+            refusals.append(("envelope", problem))
+        seen = request.current.get(knob)
+        if seen is not None and seen != old:
+            why = f"{knob} is {old:g} on disk, not {seen:g} as when the policy decided"
+            refusals.append(("stale", why))
+        if envelope is not None and (
+            late := pace_problem(knob, envelope, changed_at.get(knob, ()), now)
+        ):
+            refusals.append(("knob_budget", late))
+    if not any(change.changed for change in plan.files):
+        refusals.append(("no_change", "the files already say so"))
+    return refusals
+
+
+def _forbidden_flags(plan: ChangePlan, registry: VersionRegistry) -> list[Refusal]:
+    options = read_yaml_options(plan.files[0].new_text, str(plan.files[0].path))
+    refusals = []
+    for key, value in options.items():
+        if key in registry.removed:
+            refusals.append(("registry", f"{key}: {registry.removed[key]}"))
+        if key in registry.never and value not in (False, None):
+            refusals.append(("registry", f"{key} is never set: {registry.never[key]}"))
+    return refusals
+
+
+def _consistency(plan: ChangePlan, registry: VersionRegistry) -> list[Refusal]:
+    """The cross-knob rules vLLM itself enforces at start (SchedulerConfig)."""
+    options = read_yaml_options(plan.files[0].new_text, str(plan.files[0].path))
+    env = read_env(plan.files[1].new_text) if len(plan.files) > 1 else {}
+
+    def value(knob: str) -> float | None:
+        flag = registry.knobs.get(knob)
+        return None if flag is None else knob_value(flag, options, env)
+
+    refusals = []
+    for larger, smaller in registry.at_least:
+        big, small = value(larger), value(smaller)
+        if big is not None and small is not None and big < small:
+            why = f"{larger} ({big:g}) must be >= {smaller} ({small:g}): vLLM would not start"
+            refusals.append(("registry", why))
+    return refusals
+
+
+def refuse(refusals: list[Refusal]) -> ActuationRefused:
+    """One error for every refusal; its guard is the first one's."""
+    message = "; ".join(why for _, why in refusals)
+    return ActuationRefused(message, refusals[0][0])

@@ -1,0 +1,148 @@
+"""Reconciliation: a governor that died mid-change finishes or reverts it on its next start.
+
+The journal says which step was reached; the files on disk and the server say what is true
+now. The serving process's start time tells whether a restart happened since a step: a
+restart is issued only when the process serving now is shown to predate the config that
+must be in force, so no decision ever gets the same restart twice.
+
+==========================  =====================================================  ==========
+step reached                what happens                                           restarts
+==========================  =====================================================  ==========
+planned, written, drained   files back to last-known-good; the server, never       0 (1 if it
+                            restarted by the governor, still runs it: abandoned    restarted
+                                                                                   by itself)
+restarting … verifying      wait until ready: the baseline process still serving   0, or the
+                            means the restart never happened (abandoned); a new    revert's 1
+                            process runs the new config: verify again, then done
+                            or revert; not ready in time: revert
+reverting … revert_verify…  files back to last-known-good; a process newer than    0, or the
+                            the one the revert began with (or the baseline one)    missing 1
+                            runs it: verify, reverted; otherwise restart once
+==========================  =====================================================  ==========
+"""
+
+from __future__ import annotations
+
+import logging
+
+from actuators.vllm.atomic_files import remove_stray_temporaries
+from actuators.vllm.flows import (
+    abandon,
+    after_revert_restart,
+    finish,
+    reverify,
+    revert,
+    verify_and_finish,
+)
+from actuators.vllm.probes import Probe, same_process
+from actuators.vllm.steps import (
+    AFTER_RESTART,
+    BEFORE_RESTART,
+    RECONCILING,
+    RESTORED,
+    REVERT_RESTARTED,
+    REVERT_RESTARTING,
+    ChangeSteps,
+)
+from daemon.api import (
+    ABANDONED,
+    FAILED,
+    ActuationJournal,
+    ActuationResult,
+    Clock,
+    ConfigWriteError,
+    JournalEntry,
+    SignalWindows,
+    VllmInstance,
+)
+
+log = logging.getLogger(__name__)
+
+
+async def reconcile(
+    instance: VllmInstance, journal: ActuationJournal, windows: SignalWindows, clock: Clock
+) -> ActuationResult | None:
+    """Finish the open journal entry of ``instance``, if there is one."""
+    for path in (instance.config_path, instance.env_file):
+        if path is not None:
+            for stray in remove_stray_temporaries(path):
+                log.warning("removed a temporary file a crash left", extra={"path": str(stray)})
+    entry = journal.open_entry(instance.name)
+    if entry is None:
+        return None
+    steps = ChangeSteps(
+        instance, entry.id, entry.plan, entry.facts, journal=journal, windows=windows, clock=clock
+    )
+    log.warning(
+        "a change was left unfinished; reconciling",
+        extra={"target": instance.name, "entry": entry.id, "step": entry.step},
+    )
+    await steps.mark(RECONCILING, found_step=entry.step, files=steps.files_say())
+    try:
+        if entry.step in BEFORE_RESTART:
+            return await _before_restart(steps)
+        if entry.step in AFTER_RESTART:
+            return await _after_restart(steps)
+        return await _during_revert(steps, entry, journal)
+    except ConfigWriteError as exc:
+        return finish(steps, FAILED, f"reconciling failed: {exc}", quarantine=True)
+
+
+async def _before_restart(steps: ChangeSteps) -> ActuationResult:
+    steps.write("old")
+    await steps.mark(RESTORED)
+    await steps.resume()
+    seen = await steps.ready(not_process=None)
+    baseline = steps.facts.get("baseline_start")
+    if seen.ready and same_process(seen.process_start, baseline) is not False:
+        why = "the governor stopped before restarting the server; it still runs the old config"
+        return finish(steps, ABANDONED, f"abandoned, files restored, nothing restarted: {why}")
+    # The server restarted by itself (or is down) while the new files were on disk: one
+    # restart puts it on the journaled last-known-good config.
+    reason = "the server restarted by itself, or is down, while the change was half made"
+    return await _restart_on_old(steps, reason, seen)
+
+
+async def _after_restart(steps: ChangeSteps) -> ActuationResult:
+    if steps.files_say() != "new":
+        return await revert(steps, "the files on disk are no longer the planned ones")
+    seen = await steps.ready(not_process=None)
+    if not seen.ready:
+        return await revert(steps, f"not serving after the restart ({seen.state}: {seen.detail})")
+    if same_process(seen.process_start, steps.facts.get("baseline_start")):
+        return await abandon(steps, "the restart never happened: the old process still serves")
+    return await verify_and_finish(steps, seen.process_start)
+
+
+async def _during_revert(
+    steps: ChangeSteps, entry: JournalEntry, journal: ActuationJournal
+) -> ActuationResult:
+    reason = str(steps.facts.get("revert_reason", "a revert was under way"))
+    steps.write("old")
+    await steps.mark(RESTORED)
+    seen = await steps.ready(not_process=None)
+    reached = {step for _, step in journal.steps(entry.id)}
+    if seen.ready and _runs_old(steps, seen, reached):
+        return await reverify(steps, reason, seen)
+    return await _restart_on_old(steps, reason, seen)
+
+
+def _runs_old(steps: ChangeSteps, seen: Probe, reached: set[str]) -> bool:
+    """Whether the serving process started on the last-known-good files."""
+    if same_process(seen.process_start, steps.facts.get("baseline_start")):
+        return True
+    revert_from = steps.facts.get("revert_from")
+    if revert_from is not None:
+        return same_process(seen.process_start, revert_from) is False
+    # Nothing served when the revert began: only a completed revert restart is proof.
+    return REVERT_RESTARTED in reached
+
+
+async def _restart_on_old(steps: ChangeSteps, reason: str, seen: Probe) -> ActuationResult:
+    revert_from = seen.process_start if seen.ready else None
+    await steps.mark(REVERT_RESTARTING, revert_reason=reason, revert_from=revert_from)
+    with steps.timer.phase("revert_restart"):
+        command = await steps.restart()
+    result = {"exit": command.returncode, "output": command.output}
+    await steps.mark(REVERT_RESTARTED, revert_restart=result)
+    return await after_revert_restart(steps, reason, revert_from)

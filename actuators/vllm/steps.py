@@ -1,0 +1,168 @@
+"""The steps of one journaled change, each recorded before or after it happens.
+
+Forward: ``planned`` (journal entry opened with the last-known-good files) → ``written`` →
+``drained`` → ``restarting`` → ``restarted`` → ``ready`` → ``verifying`` → finished ``done``.
+Revert, on any failure after the first write: ``reverting`` → ``revert_written`` →
+``revert_restarting`` → ``revert_restarted`` → ``revert_ready`` → ``revert_verifying`` →
+finished ``reverted`` (or ``failed`` when the server does not come back). A step that starts
+something (a restart) is journaled *before* it, a step that observes something *after* it,
+so the journal always errs towards "it may have happened" and reconciliation checks.
+
+Test hook: with ``VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP=STEP:SECONDS`` in its environment, the
+governor waits that long right after journaling STEP, so that a test can kill it exactly there.
+It only delays; it changes no decision. Production units never set it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from actuators.vllm.atomic_files import atomic_write, snapshot
+from actuators.vllm.probes import Probe, post, wait_ready
+from actuators.vllm.restart import CommandResult, run_command
+from actuators.vllm.verification import Verdict, verify
+from daemon.api import ActuationJournal, Clock, SignalWindows, VllmInstance
+
+PLANNED = "planned"
+WRITTEN = "written"
+DRAINED = "drained"
+RESTARTING = "restarting"
+RESTARTED = "restarted"
+READY = "ready"
+VERIFYING = "verifying"
+REVERTING = "reverting"
+REVERT_WRITTEN = "revert_written"
+REVERT_RESTARTING = "revert_restarting"
+REVERT_RESTARTED = "revert_restarted"
+REVERT_READY = "revert_ready"
+REVERT_VERIFYING = "revert_verifying"
+RECONCILING = "reconciling"
+RESTORED = "restored"
+
+BEFORE_RESTART = (PLANNED, WRITTEN, DRAINED)
+AFTER_RESTART = (RESTARTING, RESTARTED, READY, VERIFYING)
+HOLD_HOOK = "VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP"
+
+
+class PhaseTimer:
+    """Seconds spent per phase, on the injected clock."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self.timings: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block; a phase entered twice adds up."""
+        started = self._clock.monotonic()
+        try:
+            yield
+        finally:
+            took = self._clock.monotonic() - started
+            self.timings[name] = round(self.timings.get(name, 0.0) + took, 4)
+
+
+class ChangeSteps:
+    """The operations of one journal entry: write, drain, restart, wait, verify.
+
+    Everything it needs to resume after a crash is in the entry's plan and facts, so a
+    reconciling governor builds one from the journal alone.
+    """
+
+    def __init__(
+        self,
+        instance: VllmInstance,
+        entry_id: int,
+        plan: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        *,
+        journal: ActuationJournal,
+        windows: SignalWindows,
+        clock: Clock,
+    ) -> None:
+        self.instance = instance
+        self.entry_id = entry_id
+        self.plan = plan
+        self.facts: dict[str, Any] = dict(facts)
+        self.journal = journal
+        self.windows = windows
+        self.clock = clock
+        self.timer = PhaseTimer(clock)
+
+    async def mark(self, step: str, **facts: Any) -> None:
+        """Journal ``step`` (durably) with new facts."""
+        self.facts.update(facts)
+        self.journal.step(self.entry_id, step, facts)
+        await hold_if_asked(step)
+
+    def files_say(self) -> str:
+        """``new``, ``old`` or ``other``: which side of the plan the files on disk match."""
+        texts = [snapshot(Path(file["path"])).text for file in self.plan["files"]]
+        if texts == [file["new"] for file in self.plan["files"]]:
+            return "new"
+        if texts == [file["old"] for file in self.plan["files"]]:
+            return "old"
+        return "other"
+
+    def write(self, side: str) -> None:
+        """Write every file's ``new`` or ``old`` content, atomically, where it differs.
+
+        A file the plan found missing is removed again when going back to ``old``.
+
+        Raises:
+            ConfigWriteError: a file could not be replaced (it is intact).
+        """
+        for file in self.plan["files"]:
+            path = Path(file["path"])
+            if side == "old" and not file["existed"]:
+                path.unlink(missing_ok=True)
+                continue
+            if snapshot(path).text != file[side]:
+                atomic_write(path, file[side], file["mode"])
+
+    async def drain(self) -> str:
+        """Drain before the restart; returns what was done, for the journal."""
+        if self.instance.drain != "pause":
+            return "on SIGTERM, per vLLM's shutdown-timeout"
+        status = await post(self.instance.url, "/pause?mode=wait", self.instance.restart_timeout_s)
+        if status is not None and 200 <= status < 300:
+            return "paused with /pause?mode=wait"
+        return f"pause unavailable (HTTP {status}); draining on SIGTERM instead"
+
+    async def resume(self) -> None:
+        """Undo a pause (a change abandoned before its restart)."""
+        if self.instance.drain == "pause":
+            await post(self.instance.url, "/resume", self.instance.scrape_timeout_s + 1.0)
+
+    async def restart(self) -> CommandResult:
+        """Run the restart command of the plan."""
+        argv = tuple(self.plan["restart"])
+        return await run_command(argv, self.instance.restart_timeout_s, self.clock)
+
+    async def ready(self, not_process: float | None) -> Probe:
+        """Wait until the server serves again (as another process than ``not_process``)."""
+        return await wait_ready(
+            self.instance.url,
+            self.instance.ready_timeout_s,
+            self.clock,
+            not_process=not_process,
+            probe_timeout_s=self.instance.scrape_timeout_s + 1.0,
+        )
+
+    async def verify(self, process_start: float | None) -> Verdict:
+        """Watch the window and compare it with the baseline journaled at planning time."""
+        baseline = self.facts.get("baseline") or {}
+        return await verify(self.instance, self.windows, self.clock, baseline, process_start)
+
+
+async def hold_if_asked(step: str) -> None:
+    """The test hook described in the module docstring."""
+    wanted = os.environ.get(HOLD_HOOK, "")
+    name, _, seconds = wanted.partition(":")
+    if name == step:
+        await asyncio.sleep(float(seconds or "60"))

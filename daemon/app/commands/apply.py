@@ -1,0 +1,152 @@
+"""``vllm-governor apply --dry-run``: exactly what a change would write and restart, nothing more.
+
+Two ways to name the change:
+
+* ``--policy NAME`` asks the running daemon what the policy would change on each of its servers
+  if it acted now (its condition on the live signals, the current knob values, the envelopes),
+  and has the actuator plan and preflight each change without side effects;
+* ``--instance NAME --set KNOB=VALUE`` plans a change given by hand, here, from the files
+  (budgets and dwell times, which live in the daemon's journal, are the daemon's to check).
+
+Changes themselves are made by the daemon, from policies; this command only shows them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from daemon.app.commands.status import socket_of
+from daemon.app.control_client import call_daemon
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from daemon.core.errors import ConfigError, ControlError
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``apply`` subcommand."""
+    parser = subparsers.add_parser(
+        "apply",
+        help="show what a change would write and restart (--dry-run)",
+        description="Plan a change of a vLLM server and show the file diffs and the restart "
+        "command, with every preflight check, without touching anything.",
+    )
+    parser.add_argument("--dry-run", action="store_true", help="plan only (required)")
+    parser.add_argument("--policy", help="what this policy would change now (asks the daemon)")
+    parser.add_argument("--instance", help="the vLLM instance of a change given with --set")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KNOB=VALUE", help="a knob's new value"
+    )
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
+    parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
+    parser.add_argument("--json", action="store_true", help="print the plans as JSON")
+    parser.set_defaults(main=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Plan, print, touch nothing."""
+    if not args.dry_run:
+        print(
+            "vllm-governor: only --dry-run is supported: the daemon makes changes, from policies",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    if (args.policy is None) == (args.instance is None):
+        print("vllm-governor: give either --policy or --instance with --set", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        plans = _from_daemon(args) if args.policy is not None else _by_hand(args)
+    except (ControlError, ValueError) as exc:
+        print(f"vllm-governor: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
+    except ConfigError as exc:
+        for issue in exc.issues:
+            print(issue.render(), file=sys.stderr)
+        return EXIT_CONFIG
+    if args.json:
+        print(json.dumps(plans, indent=2))
+    else:
+        _print(plans)
+    return EXIT_OK
+
+
+def _from_daemon(args: argparse.Namespace) -> list[dict[str, Any]]:
+    socket_path = socket_of(args)
+    if socket_path is None:
+        message = "cannot find the control socket"
+        raise ControlError(message)
+    answer = call_daemon(socket_path, "plan", timeout_s=60.0, policy=args.policy)
+    plans: list[dict[str, Any]] = answer["plans"]
+    if not plans:
+        print(f"{args.policy}: its condition does not hold anywhere now: nothing to change")
+    return plans
+
+
+def _by_hand(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from actuators.vllm.actuator import VllmActuator
+    from daemon.core.actuation import ChangeRequest
+    from daemon.core.clock import SystemClock
+    from daemon.core.config_files import load_config
+    from daemon.engine.journal_store import SqliteJournal
+
+    config = load_config(args.config)
+    instance = next((v for v in config.vllm if v.name == args.instance), None)
+    if instance is None:
+        names = ", ".join(v.name for v in config.vllm) or "none"
+        message = f"no [[vllm]] instance named {args.instance!r} (configured: {names})"
+        raise ValueError(message)
+    changes = dict(_assignment(text) for text in args.set)
+    if not changes:
+        message = "give at least one --set KNOB=VALUE"
+        raise ValueError(message)
+    clock = SystemClock()
+    # A throw-away journal: a dry run by hand must not need write access to the daemon's.
+    journal = SqliteJournal(Path(":memory:"), clock)
+    actuator = VllmActuator(journal, _NoSignals(), clock, config.governor.state_dir)
+    current = actuator.current_knobs(instance)
+    request = ChangeRequest(
+        target=instance.name,
+        policy="by hand",
+        changes=changes,
+        current={knob: current[knob] for knob in changes if knob in current},
+        reason="given on the command line",
+    )
+    result = asyncio.run(actuator.apply(instance, request, dry_run=True))
+    journal.close()
+    return [
+        {"target": result.target, "state": result.state, "outcome": result.outcome,
+         "plan": dict(result.plan)}
+    ]  # fmt: skip
+
+
+def _assignment(text: str) -> tuple[str, float]:
+    knob, equals, value = text.partition("=")
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if not equals or number is None:
+        message = f"--set {text!r}: expected KNOB=NUMBER, e.g. max_num_seqs=128"
+        raise ValueError(message)
+    return knob.strip(), number
+
+
+class _NoSignals:
+    """A dry run verifies nothing: no signal windows are needed."""
+
+    def measure(self, target: str, window_s: float) -> Mapping[str, float | None]:
+        """Nothing known."""
+        return {}
+
+
+def _print(plans: list[dict[str, Any]]) -> None:
+    from actuators.vllm.plan import render_plan
+
+    for answer in plans:
+        print(f"{answer['target']}: {answer['state']}: {answer['outcome']}")
+        if answer.get("plan", {}).get("files"):
+            print(render_plan(answer["plan"]))

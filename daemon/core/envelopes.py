@@ -1,0 +1,46 @@
+"""The envelope rules, as pure checks of one proposed change.
+
+The planner (:mod:`daemon.policy.planner`) *bounds* what policies want into their envelopes;
+these checks *verify* a change that claims to be bounded, on every path that changes a server
+(the actuator's preflight included), so that no request from anywhere can step outside them.
+Times are wall-clock here, because the actuator reads dwell and budgets from the journal.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from daemon.core.knobs import KNOBS
+from daemon.core.settings import Envelope
+
+HOUR_S = 3600.0
+
+
+def envelope_problem(knob: str, envelope: Envelope | None, current: float, new: float) -> str:
+    """Why moving ``knob`` from ``current`` to ``new`` breaks its envelope; "" when it does not."""
+    if envelope is None:
+        return f"{knob} has no envelope in config.toml: the governor never changes it"
+    if not math.isfinite(new):
+        return f"{knob}: {new!r} is not a number"
+    if KNOBS[knob].kind is not float and new != math.floor(new):
+        return f"{knob} takes whole numbers, not {new:g}"
+    if not envelope.min <= new <= envelope.max:
+        return f"{knob}={new:g} is outside its envelope [{envelope.min:g}, {envelope.max:g}]"
+    # A hair of tolerance: the planner computes steps in floating point.
+    if abs(new - current) > envelope.max_step * (1 + 1e-9):
+        return f"{knob}: a step of {abs(new - current):g} exceeds max_step {envelope.max_step:g}"
+    return ""
+
+
+def pace_problem(
+    knob: str, envelope: Envelope, changed_at: Sequence[datetime], now: datetime
+) -> str:
+    """Why another change of ``knob`` now breaks its dwell time or hourly budget; "" if not."""
+    ages = [(now - at).total_seconds() for at in changed_at]
+    if ages and min(ages) < envelope.min_dwell_s:
+        return f"{knob} changed {min(ages):.0f} s ago (dwell {envelope.min_dwell_s:g} s)"
+    if sum(1 for age in ages if age < HOUR_S) >= envelope.hourly_budget:
+        return f"{knob} already changed {envelope.hourly_budget}x in the last hour"
+    return ""

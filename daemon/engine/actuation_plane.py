@@ -1,0 +1,247 @@
+"""The actuation plane: the journal, the gate's routing, and the actuation runner.
+
+The evaluator calls :meth:`ActuationPlane.knobs` each tick (the current knob values, read from
+each server's files) and :meth:`ActuationPlane.submit` with the intents the planner accepted.
+Auto-risk changes go on a queue that the *actuation runner* consumes. On start the runner first
+reconciles every server from the journal (a change left open by a governor that died is
+finished or reverted), then applies queued changes, each as a child task of its own task group;
+the actuator serialises changes per server. Each outcome is logged, counted, journaled (by the
+actuator) and, for a change that restarted the server, entered in the knob's history (dwell
+and budgets); a reverted change quarantines its policy on that server and raises an alert.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from daemon.core.actuation import (
+    APPLIED_STATES,
+    ActuationJournal,
+    ActuationResult,
+    Actuator,
+    ChangeRequest,
+    SignalWindows,
+)
+from daemon.core.clock import Clock
+from daemon.core.settings import GovernorConfig, VllmInstance
+from daemon.engine.gate import request_of, route
+from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.signal_plane import SignalPlane
+from daemon.engine.signal_windows import StoreSignalWindows
+from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.policy.decisions import Decision, DecisionKind, Evidence
+
+log = logging.getLogger(__name__)
+
+ActuatorFactory = Callable[[ActuationJournal, SignalWindows, Clock, Path], Actuator]
+
+
+class ActuationPlane:
+    """Owns the journal and the actuator, and runs the changes."""
+
+    def __init__(
+        self,
+        config: Callable[[], GovernorConfig],
+        signals: SignalPlane,
+        clock: Clock,
+        registry: CollectorRegistry,
+        state_path: Path,
+        *,
+        factory: ActuatorFactory | None,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self.journal = SqliteJournal(state_path, clock)
+        self.windows = StoreSignalWindows(signals)
+        state_dir = config().governor.state_dir
+        self.actuator = (
+            None if factory is None else factory(self.journal, self.windows, clock, state_dir)
+        )
+        self._queue: asyncio.Queue[tuple[VllmInstance, ChangeRequest]] = asyncio.Queue()
+        self._changes = Counter(
+            "vllm_governor_actuations",
+            "Changes of vLLM servers by target and final state.",
+            ["target", "state"],
+            registry=registry,
+        )
+        self._proposals = Counter(
+            "vllm_governor_proposals",
+            "Changes proposed for approval.",
+            ["target"],
+            registry=registry,
+        )
+        self.on_applied: Callable[[ActuationResult], None] = lambda _result: None
+        self.record: Callable[[Sequence[Decision]], None] = lambda _decisions: None
+
+    def close(self) -> None:
+        """Close the journal."""
+        self.journal.close()
+
+    def tasks(self) -> list[EternalTask]:
+        """The actuation runner, when there is an actuator."""
+        return [] if self.actuator is None else [EternalTask("actuation runner", self._run)]
+
+    def knobs(self) -> dict[str, Mapping[str, float]]:
+        """Current knob values per server, as its files set them."""
+        if self.actuator is None:
+            return {}
+        return {
+            instance.name: self.actuator.current_knobs(instance)
+            for instance in self._config().vllm
+            if instance.config_path is not None
+        }
+
+    def submit(self, accepted: Sequence[Decision]) -> list[Decision]:
+        """Route accepted intents; returns the decisions to record for the ones blocked here."""
+        if not accepted:
+            return []
+        instances = {instance.name: instance for instance in self._config().vllm}
+        routing = route(
+            accepted, instances, self.journal.quarantined(), actuated=self.actuator is not None
+        )
+        for request in routing.proposals:
+            proposal = self.journal.propose(request)
+            self._proposals.labels(target=request.target).inc()
+            log.info(
+                "change proposed for approval",
+                extra={
+                    "proposal": proposal,
+                    "policy": request.policy,
+                    "target": request.target,
+                    "changes": dict(request.changes),
+                },
+            )
+        for instance, request in routing.auto:
+            self._queue.put_nowait((instance, request))
+        return routing.blocked
+
+    async def dry_runs(self, decisions: Sequence[Decision]) -> list[dict[str, Any]]:
+        """Plan each decision without side effects (``apply --dry-run``): what would be done."""
+        instances = {instance.name: instance for instance in self._config().vllm}
+        answers: list[dict[str, Any]] = []
+        for decision in decisions:
+            if decision.kind is not DecisionKind.INTENT:
+                reason = decision.details.get("reason", "")
+                answers.append(
+                    {
+                        "target": decision.target,
+                        "state": "blocked",
+                        "outcome": f"{decision.guard}: {reason}",
+                        "plan": {},
+                    }
+                )
+                continue
+            routing = route([decision], instances, {}, actuated=self.actuator is not None)
+            if routing.blocked:
+                reason = routing.blocked[0].details["reason"]
+                answers.append(
+                    {"target": decision.target, "state": "blocked", "outcome": reason, "plan": {}}
+                )
+                continue
+            instance = instances[decision.target]
+            assert self.actuator is not None
+            result = await self.actuator.apply(instance, request_of(decision), dry_run=True)
+            answers.append(
+                {
+                    "target": result.target,
+                    "state": result.state,
+                    "outcome": result.outcome,
+                    "risk": decision.intent.risk if decision.intent else "",
+                    "plan": dict(result.plan),
+                }
+            )
+        return answers
+
+    def status(self) -> dict[str, Any]:
+        """Recent changes, quarantined policies and pending proposals, for ``status``."""
+        return {
+            "actuations": [
+                {
+                    "id": entry.id,
+                    "target": entry.target,
+                    "policy": entry.policy,
+                    "state": entry.state,
+                    "step": entry.step,
+                    "outcome": entry.outcome,
+                    "timings": dict(entry.timings),
+                }
+                for entry in self.journal.recent(10)
+            ],
+            "quarantined": [
+                {"policy": policy, "target": target, "reason": reason}
+                for (policy, target), reason in self.journal.quarantined().items()
+            ],
+            "proposals": [p for p in self.journal.proposals() if p["state"] == "proposed"],
+        }
+
+    async def _run(self, readiness: Readiness) -> None:
+        assert self.actuator is not None
+        readiness.started()
+        async with asyncio.TaskGroup() as group:
+            for instance in self._config().vllm:
+                if instance.config_path is not None:
+                    group.create_task(self._reconcile(instance), name=f"reconcile {instance.name}")
+        async with asyncio.TaskGroup() as group:
+            while True:
+                instance, request = await self._queue.get()
+                group.create_task(self._apply(instance, request), name=f"change {instance.name}")
+
+    async def _reconcile(self, instance: VllmInstance) -> None:
+        assert self.actuator is not None
+        try:
+            result = await self.actuator.reconcile(instance)
+        except Exception:
+            log.exception("reconciling failed", extra={"target": instance.name})
+            return
+        if result is not None:
+            self._report(result)
+
+    async def _apply(self, instance: VllmInstance, request: ChangeRequest) -> None:
+        assert self.actuator is not None
+        try:
+            result = await self.actuator.apply(instance, request)
+        except Exception:
+            # A bug in one change must not stop the others, nor the daemon. Its journal entry
+            # is still open: reconcile it now, as the next start would, so that the server is
+            # not left on files it does not run.
+            log.exception("a change crashed; reconciling it", extra={"target": instance.name})
+            await self._reconcile(instance)
+            return
+        self._report(result)
+
+    def _report(self, result: ActuationResult) -> None:
+        self._changes.labels(target=result.target, state=result.state).inc()
+        log.info(
+            "change outcome",
+            extra={
+                "target": result.target,
+                "policy": result.policy,
+                "state": result.state,
+                "outcome": result.outcome,
+                "timings": dict(result.timings),
+                "entry": result.entry_id,
+            },
+        )
+        if result.state in APPLIED_STATES:
+            self.on_applied(result)
+        if result.quarantine:
+            self.journal.quarantine(result.policy, result.target, result.outcome, result.entry_id)
+            log.error(
+                "ALERT: a change was reverted; its policy is quarantined on this server",
+                extra={"policy": result.policy, "target": result.target, "outcome": result.outcome},
+            )
+            alert = Decision(
+                policy=result.policy,
+                target=result.target,
+                at=self._clock.monotonic(),
+                kind=DecisionKind.ALERT,
+                evidence=Evidence("verification", {}, note=result.outcome),
+                details={"actuation": result.entry_id, "state": result.state, "quarantined": True},
+            )
+            self.record([alert])

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+import pytest
+
+from actuators.vllm import verification
+from actuators.vllm.probes import Probe
+from actuators.vllm.verification import judge
+from daemon.api import VllmInstance
+
+SERVER = VllmInstance(
+    name="main",
+    url="http://127.0.0.1:8000",
+    verify_max_error_rate_increase=0.1,
+    verify_max_ttft_p95_ratio=1.5,
+    verify_max_preemption_rate_increase=0.5,
+)
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "ok", "worse"),
+    [
+        ({"ttft_p95_s": 1.0}, {"ttft_p95_s": 1.4}, True, []),
+        ({"ttft_p95_s": 1.0}, {"ttft_p95_s": 1.6}, False, ["ttft_p95_s"]),
+        ({"errors_per_s": 0.0}, {"errors_per_s": 0.2}, False, ["errors_per_s"]),
+        ({"preemptions_per_s": 1.0}, {"preemptions_per_s": 1.4}, True, []),
+        ({"preemptions_per_s": 0.0}, {"preemptions_per_s": 0.6}, False, ["preemptions_per_s"]),
+        # No data on one side is not evidence of worse: an idle server keeps its change.
+        ({}, {"ttft_p95_s": 9.0}, True, []),
+        ({"ttft_p95_s": 1.0}, {}, True, []),
+    ],
+)
+def test_conditions_compare_the_window_after_with_the_window_before(
+    before: dict[str, float], after: dict[str, float], ok: bool, worse: list[str]
+) -> None:
+    verdict = judge(before, after, SERVER)
+    assert verdict.ok is ok
+    assert [check.signal for check in verdict.checks if check.verdict == "worse"] == worse
+    assert len(verdict.checks) == 3
+
+
+class Windows:
+    def __init__(self, answers: list[dict[str, float | None]]) -> None:
+        self.answers = answers
+
+    def measure(self, target: str, window_s: float) -> dict[str, float | None]:
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+class LoopClock:
+    def monotonic(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def wall(self) -> datetime:
+        return datetime.now(UTC)
+
+
+@pytest.mark.asyncio
+async def test_a_window_without_fresh_signals_is_waited_for_then_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async def serving(url: str, timeout_s: float) -> Probe:
+        return Probe("ready", 1.0)
+
+    monkeypatch.setattr(verification, "probe", serving)
+    monkeypatch.setattr(verification, "SOURCE_CATCH_UP_S", 0.5)
+    server = SERVER.model_copy(update={"verify_window_s": 0.3, "scrape_interval_s": 0.1})
+    # The source comes back late: the first measures have no data, then it does.
+    late = Windows([{}, {}, {"errors_per_s": 0.0, "preemptions_per_s": 0.0}])
+    verdict = await verification.verify(server, late, LoopClock(), {}, 1.0)
+    assert verdict.ok, verdict
+    never = await verification.verify(server, Windows([{}]), LoopClock(), {}, 1.0)
+    assert not never.ok
+    assert "not verified" in never.detail
