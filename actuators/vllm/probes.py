@@ -14,10 +14,12 @@ import asyncio
 import json
 import re
 from dataclasses import dataclass
-
-import aiohttp
+from typing import TYPE_CHECKING
 
 from daemon.api import Clock
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _START = re.compile(r"^process_start_time_seconds\s+(\S+)\s*$", re.MULTILINE)
 _VLLM_FAMILY = re.compile(r"^vllm:", re.MULTILINE)
@@ -59,6 +61,8 @@ def same_process(first: float | None, second: float | None) -> bool | None:
 
 async def probe(base_url: str, timeout_s: float) -> Probe:
     """Look once: connection, /health, /v1/models, /metrics."""
+    import aiohttp
+
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with aiohttp.ClientSession(timeout=timeout) as session:
@@ -113,6 +117,8 @@ async def wait_ready(
 
 async def read_version(base_url: str, timeout_s: float) -> str | None:
     """What ``/version`` says, or None when it does not answer sensibly."""
+    import aiohttp
+
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with (
@@ -133,6 +139,8 @@ async def read_version(base_url: str, timeout_s: float) -> str | None:
 
 async def post(base_url: str, path: str, timeout_s: float) -> int | None:
     """POST ``path``; the status, or None when the server did not answer."""
+    import aiohttp
+
     timeout = aiohttp.ClientTimeout(total=timeout_s)
     try:
         async with (

@@ -10,26 +10,26 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
-from daemon.engine.mqtt_wiring import broker_of, mqtt_publisher, mqtt_source
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
-from daemon.sources.mqtt.publisher import MqttPublisher
-from daemon.sources.mqtt.source import MqttSource
 from daemon.sources.nvml_presence import nvml_library_missing
 from daemon.sources.polling import PollingRunner, PollingSource
-from daemon.sources.prometheus_source import PrometheusSource
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import SignalStore
 from daemon.sources.view import SignalRow, ViewContext, signal_rows
 from daemon.sources.vllm_source import VllmSource
+
+if TYPE_CHECKING:
+    from daemon.sources.mqtt.publisher import MqttPublisher
+    from daemon.sources.mqtt.source import MqttSource
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +65,14 @@ class SignalPlane:
         self.publisher: MqttPublisher | None = None
         mqtt = config.sources.mqtt
         if mqtt.enabled:
+            # Imported only when configured: aiomqtt/paho and prometheus-api-client (requests)
+            # cost an idle daemon about 12 MB of memory.
+            from daemon.engine.mqtt_wiring import broker_of, mqtt_publisher, mqtt_source  # noqa: PLC0415
+
             broker = broker_of(mqtt, secrets or GovernorSecrets())
             self._mqtt = mqtt_source(mqtt, broker)
             self.publisher = mqtt_publisher(mqtt, broker, clock)
-            self._stale_after[MqttSource.name] = mqtt.stale_after_s
+            self._stale_after["mqtt"] = mqtt.stale_after_s
         self._window_s = window_s or config.signals.window_s
         self._targets = tuple(instance.name for instance in config.vllm)
         self._metrics = _register_metrics(registry, self.store)
@@ -164,6 +168,8 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
         stale_after[HostSource.name] = host.stale_after_s
     prometheus = config.sources.prometheus
     if prometheus.enabled:
+        from daemon.sources.prometheus_source import PrometheusSource  # noqa: PLC0415
+
         sources.append(
             PrometheusSource(
                 prometheus.url,
