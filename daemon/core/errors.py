@@ -18,6 +18,10 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     │   ├── ActuationRefused        planning or preflight said no: nothing was touched
     │   ├── ChangeInFlight          another change of the same server is not finished yet
     │   └── ConfigWriteError        a config file could not be replaced; the old one is intact
+    ├── ApprovalError               (daemon/approvals/errors.py) a proposal or click is unusable
+    │   ├── ProposalError           a decision that cannot become a proposal
+    │   ├── InvalidTransition       a proposal asked to move where its state machine forbids
+    │   └── UnverifiedRequest       an interactivity request failed its signature or replay check
     └── TaskCrashedError            an eternal task of the supervisor ended or crashed
 """
 
