@@ -45,7 +45,11 @@ SMALL_KV_CACHE = "max-num-seqs: 8\nnum-gpu-blocks-override: 600\n"
 
 def test_a_policy_retunes_max_num_seqs_of_a_loaded_server(short_tmp: Path) -> None:
     with supervised_sim(short_tmp, "max-num-seqs: 8\n", load=SATURATING_WORKLOAD) as sim:
-        config = governor_config(short_tmp, sim)
+        # Under a saturating load both verification windows sit in a queue that grows from the
+        # moment the load (re)started, so their TTFT says more about timing on a busy machine
+        # than about the change: this test is about the path, and the TTFT rule has its own
+        # unit tests (tests/unit/actuators). Preemptions and errors still count here.
+        config = governor_config(short_tmp, sim, max_ttft_ratio=50.0)
         write_policy(short_tmp, "waiting > 2.0")
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1")

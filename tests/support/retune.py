@@ -27,7 +27,12 @@ cooldown: 1h
 
 
 def governor_config(
-    directory: Path, sim: SupervisedSim, *, verify_window_s: float = 2.0, max_seqs: int = 16
+    directory: Path,
+    sim: SupervisedSim,
+    *,
+    verify_window_s: float = 2.0,
+    max_seqs: int = 16,
+    max_ttft_ratio: float = 1.5,
 ) -> Path:
     policies = directory / "policies"
     policies.mkdir(exist_ok=True)
@@ -42,6 +47,7 @@ restart_command = {json.dumps(sim.restart_command())}
 restart_timeout_s = 30.0
 ready_timeout_s = 20.0
 verify_window_s = {verify_window_s}
+verify_max_ttft_p95_ratio = {max_ttft_ratio}
 [vllm.knobs.max_num_seqs]
 min = 4
 max = {max_seqs}
