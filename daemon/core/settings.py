@@ -286,3 +286,15 @@ class GovernorConfig(_Section):
             message = f"vLLM instance names must be unique; repeated: {', '.join(duplicates)}"
             raise ValueError(message)
         return instances
+
+    def target_names(self) -> list[str]:
+        """The vLLM instances' names, in file order: the targets policies may name."""
+        return [instance.name for instance in self.vllm]
+
+    def envelopes(self) -> dict[tuple[str, str], Envelope]:
+        """Every knob envelope, keyed by (instance name, knob)."""
+        return {
+            (instance.name, knob): envelope
+            for instance in self.vllm
+            for knob, envelope in instance.knobs.items()
+        }

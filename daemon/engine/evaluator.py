@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from daemon.core.clock import Clock
-from daemon.core.settings import Envelope, GovernorConfig
+from daemon.core.settings import GovernorConfig
 from daemon.engine.policy_set import PolicySet
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.state_store import StateStore
@@ -87,13 +87,13 @@ class Evaluator:
         """One evaluation; returns what it concluded."""
         config = self.config()
         started = self.clock.monotonic()
-        targets = [instance.name for instance in config.vllm]
+        targets = config.target_names()
         views = target_views(self.signals.rows(), targets, self.knobs())
         result = tick(
             self.policies().specs,
             self.states,
             views,
-            envelopes=_envelopes(config),
+            envelopes=config.envelopes(),
             history=self.history,
             now=self.clock.monotonic(),
             wall=self.clock.wall(),
@@ -131,11 +131,3 @@ class Evaluator:
 
     def _offset(self) -> float:
         return self.clock.wall().timestamp() - self.clock.monotonic()
-
-
-def _envelopes(config: GovernorConfig) -> dict[KnobKey, Envelope]:
-    return {
-        (instance.name, knob): envelope
-        for instance in config.vllm
-        for knob, envelope in instance.knobs.items()
-    }

@@ -51,7 +51,7 @@ class PolicyPlane:
         self._signals = signals
         self._clock = clock
         current = config()
-        self.policies = load_policy_set(current.governor.policy_dirs, _targets(current))
+        self.policies = load_policy_set(current.governor.policy_dirs, current.target_names())
         self.store = StateStore(current.governor.state_dir / STATE_FILE)
         self.evaluator = Evaluator(
             config,
@@ -105,7 +105,7 @@ class PolicyPlane:
     def reload(self, config: GovernorConfig) -> tuple[ConfigIssue, ...]:
         """Swap in the policies under ``config``'s directories, or keep the old set and say why."""
         self.policies, issues = reload_policy_set(
-            self.policies, config.governor.policy_dirs, _targets(config)
+            self.policies, config.governor.policy_dirs, config.target_names()
         )
         if not issues:
             self.store.forget_policies(spec.name for spec in self.policies.specs)
@@ -161,7 +161,7 @@ class PolicyPlane:
             known = ", ".join(s.name for s in self.policies.specs) or "none"
             return f"no policy named {name!r} (in force: {known})"
         config = self._config()
-        views = target_views(self._signals.rows(), _targets(config), self.evaluator.knobs())
+        views = target_views(self._signals.rows(), config.target_names(), self.evaluator.knobs())
         now, wall = self._clock.monotonic(), self._clock.wall()
         firing = PolicyState(Phase.FIRING, now - spec.for_s)
         intents: list[Decision] = []
@@ -169,12 +169,7 @@ class PolicyPlane:
             if spec.applies_to(target):
                 _, decisions = evaluate(spec, firing, view, now, wall)
                 intents.extend(d for d in decisions if d.kind is DecisionKind.INTENT)
-        envelopes = {
-            (instance.name, knob): envelope
-            for instance in config.vllm
-            for knob, envelope in instance.knobs.items()
-        }
-        result = plan(intents, envelopes, self.evaluator.history, now)
+        result = plan(intents, config.envelopes(), self.evaluator.history, now)
         return [*result.accepted, *result.blocked]
 
     def explain(self, name: str) -> dict[str, Any]:
@@ -184,7 +179,7 @@ class PolicyPlane:
             known = ", ".join(s.name for s in self.policies.specs) or "none"
             return {"error": f"no policy named {name!r} (in force: {known})"}
         config = self._config()
-        views = target_views(self._signals.rows(), _targets(config))
+        views = target_views(self._signals.rows(), config.target_names(), self.evaluator.knobs())
         now, wall = self._clock.monotonic(), self._clock.wall()
         targets = {}
         for target, view in views.items():
@@ -210,10 +205,6 @@ class PolicyPlane:
                 "next_phase": after.phase.value,
             }
         return {"policy": spec.name, "description": spec.description, "targets": targets}
-
-
-def _targets(config: GovernorConfig) -> list[str]:
-    return [instance.name for instance in config.vllm]
 
 
 def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[str, Any]:

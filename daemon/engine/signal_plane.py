@@ -74,7 +74,7 @@ class SignalPlane:
             self.publisher = mqtt_publisher(mqtt, broker, clock)
             self._stale_after["mqtt"] = mqtt.stale_after_s
         self._window_s = window_s or config.signals.window_s
-        self._targets = tuple(instance.name for instance in config.vllm)
+        self._targets = tuple(config.target_names())
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:

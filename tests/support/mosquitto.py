@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Self
 
 from tests.support.certificates import ServerCertificates
+from tests.support.processes import end_process
 from tests.support.services import free_port
 
 # Generous: a loaded two-core CI machine can take a while to exec a process.
@@ -99,14 +100,7 @@ class Mosquitto:
     def stop(self) -> None:
         """Stop the broker (SIGTERM, then SIGKILL); connections drop, new ones are refused."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process, timeout_s=10)
 
     def restart(self) -> None:
         """Stop and start again on the same port."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from tests.support.processes import end_process
 from tests.support.services import free_port
 
 # Generous: Prometheus opens its TSDB and compiles its web UI routes; a loaded two-core CI
@@ -131,14 +132,7 @@ class Prometheus:
     def stop(self) -> None:
         """Stop it (SIGTERM, then SIGKILL)."""
         process, self._process = self._process, None
-        if process is None:
-            return
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        end_process(process, timeout_s=15)
 
     def __enter__(self) -> Self:
         self.start()

@@ -42,12 +42,8 @@ def main(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         issues.extend(exc.issues)
     else:
-        targets = [instance.name for instance in config.vllm]
-        envelopes = {
-            (instance.name, knob): envelope
-            for instance in config.vllm
-            for knob, envelope in instance.knobs.items()
-        }
+        targets = config.target_names()
+        envelopes = config.envelopes()
         if not policy_paths:
             policy_paths = [path for path in config.governor.policy_dirs if path.exists()]
     files, _ = policy_files(policy_paths)
