@@ -76,8 +76,11 @@ def evaluate(
         if started:
             decisions.append(_decision(spec, view, now, DecisionKind.ALERT, evidence))
         return state, decisions
-    if spec.action is None or spec.action.vetoes or not _due(spec, state, now, wall, started):
-        return state, decisions  # alerts and vetoes act through their firing state alone
+    action = spec.action
+    if action is None or action.vetoes or action.admission is not None:
+        return state, decisions  # alerts, vetoes and admission loops act through their firing
+    if not _due(spec, state, now, wall, started):
+        return state, decisions
     return _attempt(spec, state, view, now, wall=wall, evidence=evidence, decisions=decisions)
 
 

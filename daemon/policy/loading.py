@@ -19,6 +19,7 @@ from daemon.core.knobs import KNOBS
 from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath, nearest_location
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
+from daemon.policy.admission.controllers import build_controller
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import (
     Expression,
@@ -30,6 +31,8 @@ from daemon.policy.schedules import cron_times, cron_window
 from daemon.policy.spec import (
     ActionModel,
     ActionSpec,
+    AdmissionModel,
+    AdmissionSpec,
     KnobChange,
     NoData,
     PolicyModel,
@@ -217,12 +220,18 @@ def _action(
 ) -> ActionSpec | None:
     if model is None:
         return None
-    if sum(map(bool, (model.set, model.operation, model.veto))) != 1:
-        message = "an action does exactly one thing: set knobs, run an operation, or veto knobs"
+    if sum(map(bool, (model.set, model.operation, model.veto, model.admission))) != 1:
+        message = (
+            "an action does exactly one thing: set knobs, run an operation, veto knobs, "
+            "or run an admission controller"
+        )
         issues.append(_issue(document, ("action",), message))
         return None
     if model.veto:
         return ActionSpec((), None, "auto", tuple(model.veto))
+    if model.admission is not None:
+        admission = _admission(model.admission, document, issues)
+        return None if admission is None else ActionSpec((), None, "auto", admission=admission)
     changes = []
     for knob, value in model.set.items():
         compiled = expression(
@@ -235,6 +244,25 @@ def _action(
     restarts = model.operation == "restart" or any(KNOBS[k].restart_required for k in model.set)
     risk = model.risk or ("approval" if restarts else "auto")
     return ActionSpec(tuple(changes), model.operation, risk)
+
+
+def _admission(
+    model: AdmissionModel, document: LocatedDocument, issues: list[ConfigIssue]
+) -> AdmissionSpec | None:
+    """The admission controller, built once here so that a bad name or parameter is a load error."""
+    try:
+        build_controller(
+            model.controller, min_cap=model.min_cap, max_cap=max(model.min_cap, 1), **model.params
+        )
+    except ValueError as exc:
+        issues.append(_issue(document, ("action", "admission", "controller"), str(exc)))
+        return None
+    return AdmissionSpec(
+        controller=model.controller,
+        interval_s=parse_duration(model.every),
+        min_cap=model.min_cap,
+        params=dict(model.params),
+    )
 
 
 def _issue(document: LocatedDocument, where: KeyPath, message: str) -> ConfigIssue:

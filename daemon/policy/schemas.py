@@ -71,10 +71,30 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "unsafe way (moves the safer way still pass).",
             (["max_num_seqs", "max_num_batched_tokens"],),
         ),
+        "admission": (
+            "While this policy fires on a server, a fast loop moves the admission cap at the "
+            "proxy in front of it (live, no restart), within [min_cap, max-num-seqs]; when it "
+            "stops firing, the cap goes back to max-num-seqs.",
+            ({"controller": "slo-band", "every": "2s", "min_cap": 4},),
+        ),
         "risk": (
             "auto: applied by the governor; approval: a person approves it first. Default: "
             "approval for restarts and restart-required knobs, else auto.",
             ("approval",),
+        ),
+    },
+    "AdmissionModel": {
+        "controller": (
+            "The controller: slo-band (the governor's own, SLO-aware), or the limiters "
+            "gradient2, aimd, vegas.",
+            ("slo-band",),
+        ),
+        "every": ("Time between two steps of the controller.", ("2s",)),
+        "min_cap": ("The lowest cap the controller may set.", (4,)),
+        "params": (
+            "The controller's own parameters by name (see daemon/policy/admission/); an "
+            "unknown one is a load error.",
+            ({"ttft_target_s": 1.0},),
         ),
     },
     "ScheduleModel": {

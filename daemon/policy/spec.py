@@ -15,6 +15,8 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
       risk: approval               # auto | approval; restart-required knobs default to approval
       # or: operation: restart     (a named operation instead of knob values)
       # or: veto: [max_num_seqs]   (while this fires, no policy may move these the unsafe way)
+      # or: admission: {controller: slo-band, every: 2s, min_cap: 4}
+      #                            (while this fires, a fast loop moves the admission cap)
     cooldown: 30m                  # at most one action per cooldown while it keeps firing
     budget_per_hour: 2
     mode: active                   # shadow: decide and record, never act
@@ -29,6 +31,7 @@ loaded, so a loaded policy cannot fail to compile later.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Literal
@@ -83,12 +86,30 @@ class ScheduleModel(_Model):
     at: tuple[AtModel, ...] = ()
 
 
+class AdmissionModel(_Model):
+    """A fast-loop controller of the admission cap at the gate in front of vLLM."""
+
+    controller: str
+    every: str | int | float = "2s"
+    min_cap: Annotated[int, Field(ge=1)] = 1
+    params: dict[str, float] = {}
+
+    @field_validator("every")
+    @classmethod
+    def _is_duration(cls, value: str | int | float) -> str | int | float:
+        if _duration(value) <= 0:
+            message = "the controller's interval must be above zero"
+            raise ValueError(message)
+        return value
+
+
 class ActionModel(_Model):
     """What the policy does when it fires."""
 
     set: dict[str, str | int | float | bool] = {}
     operation: Literal["restart"] | None = None
     veto: tuple[str, ...] = ()
+    admission: AdmissionModel | None = None
     risk: Literal["auto", "approval"] | None = None
 
     @field_validator("veto")
@@ -149,6 +170,28 @@ class KnobChange:
 
 
 @dataclass(frozen=True, slots=True)
+class AdmissionSpec:
+    """A fast-loop admission controller, run by the engine while its policy fires.
+
+    The loop is live and low risk (a cap at the proxy, no restart): the policy's cooldown and
+    budget do not pace it; the controller's own step does, every ``interval_s``. Its cap stays
+    within ``[min_cap, max-num-seqs]`` of the instance; when the policy stops firing, the gate
+    is opened back to ``max-num-seqs``.
+
+    Attributes:
+        controller: A name of :data:`daemon.policy.admission.controllers.CONTROLLERS`.
+        interval_s: Seconds between two steps of the controller.
+        min_cap: The lowest cap it may set.
+        params: The controller's own parameters (checked when the file is loaded).
+    """
+
+    controller: str
+    interval_s: float
+    min_cap: int
+    params: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True)
 class ActionSpec:
     """A validated action."""
 
@@ -156,6 +199,7 @@ class ActionSpec:
     operation: str | None
     risk: str  # "auto" or "approval"
     vetoes: tuple[str, ...] = ()  # knobs no policy may move the unsafe way while this fires
+    admission: AdmissionSpec | None = None  # a fast loop on the admission cap while this fires
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -90,3 +91,54 @@ def test_division_by_zero_at_run_time_blocks_the_action_not_the_daemon() -> None
     _, decisions = evaluate(spec, PolicyState(), view, 0.0, datetime(2026, 1, 1, tzinfo=UTC))
     blocked = [d for d in decisions if d.kind is DecisionKind.BLOCKED]
     assert [d.guard for d in blocked] == ["expression_error"]
+
+
+ADMISSION = (
+    "name: gate\nwhen: kv_usage >= 0.0\n"
+    "action: {admission: {controller: slo-band, every: 2s, min_cap: 4, params: {low_water: 0.5}}}\n"
+)
+
+
+def test_an_admission_action_loads_with_its_controller_and_interval() -> None:
+    spec = parse_policy(ADMISSION, Path("p.yaml"))
+    assert spec.action is not None
+    admission = spec.action.admission
+    assert admission is not None
+    assert (admission.controller, admission.interval_s, admission.min_cap) == ("slo-band", 2.0, 4)
+    assert admission.params == {"low_water": 0.5}
+    assert spec.action.risk == "auto"
+
+
+@pytest.mark.parametrize(
+    ("admission", "expected"),
+    [
+        (
+            "{controller: pid}",
+            r"p.yaml:3:\d+: action.admission.controller: unknown admission controller 'pid'",
+        ),
+        (
+            "{controller: aimd, params: {gain: 2}}",
+            r"p.yaml:3:\d+: action.admission.controller: aimd: .*gain",
+        ),
+        (
+            "{controller: aimd, every: 0s}",
+            r"p.yaml:3:\d+: action.admission.every: Value error, the controller's interval must be above zero",
+        ),
+        (
+            "{controller: aimd, min_cap: 0}",
+            r"p.yaml:3:\d+: action.admission.min_cap: Input should be greater than or equal to 1",
+        ),
+    ],
+)
+def test_a_bad_admission_action_is_located(admission: str, expected: str) -> None:
+    problem = _problem(f"name: p\nwhen: kv_usage > 0.9\naction: {{admission: {admission}}}\n")
+    assert re.match(expected, problem), problem
+
+
+def test_an_admission_policy_fires_but_never_asks_the_planner_for_a_change() -> None:
+    spec = parse_policy(ADMISSION, Path("p.yaml"))
+    view = TargetView("main", {"kv_usage": 0.5}, {"max_num_seqs": 256.0})
+    state, decisions = evaluate(spec, PolicyState(), view, 0.0, datetime(2026, 1, 5, tzinfo=UTC))
+    assert [d.kind for d in decisions] == [DecisionKind.FIRED]
+    state, decisions = evaluate(spec, state, view, 60.0, datetime(2026, 1, 5, tzinfo=UTC))
+    assert decisions == []
