@@ -3,8 +3,9 @@
 Everything exported here is a promise to actuator authors; a test pins the names so that a
 change to this surface is a deliberate one. Actuators get: the clock; the error tree they
 raise or meet; the configuration of a vLLM instance and its knob envelopes; the knob
-catalogue; the pure envelope checks; and the actuation contract (requests, results, the
-journal and signal windows the engine lends them).
+catalogue; the pure envelope checks; the freeze files; the actuation contract (requests,
+results, the journal and signal windows the engine lends them); and the admission gate's
+contract (a cap change, its result, the gate's runtime and the cap journal).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from daemon.core.actuation import (
     ActuationResult,
     ChangeRequest,
     JournalEntry,
+    LogLevelActuator,
     SignalWindows,
 )
 from daemon.core.clock import Clock, SystemClock
@@ -35,17 +37,36 @@ from daemon.core.errors import (
     ConfigWriteError,
     GovernorError,
 )
+from daemon.core.freezes import freeze_reason
+from daemon.core.gate_actuation import (
+    CAP_APPLIED,
+    CAP_FAILED,
+    CAP_REFUSED,
+    CAP_REVERTED,
+    CAP_UNCHANGED,
+    CapChange,
+    CapJournal,
+    CapResult,
+    GateRuntime,
+)
+from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS, LOG_LEVELS, Knob, Safer
 from daemon.core.settings import Envelope, VllmInstance
 
 __all__ = [
     "ABANDONED",
     "APPLIED_STATES",
+    "CAP_APPLIED",
+    "CAP_FAILED",
+    "CAP_REFUSED",
+    "CAP_REVERTED",
+    "CAP_UNCHANGED",
     "DONE",
     "DRY_RUN",
     "FAILED",
     "KNOBS",
     "LOG_LEVELS",
+    "LOG_LEVEL_KNOB",
     "OPEN",
     "REFUSED",
     "REVERTED",
@@ -53,6 +74,9 @@ __all__ = [
     "ActuationJournal",
     "ActuationRefused",
     "ActuationResult",
+    "CapChange",
+    "CapJournal",
+    "CapResult",
     "ChangeInFlight",
     "ChangeRequest",
     "Clock",
@@ -60,13 +84,17 @@ __all__ = [
     "ConfigIssue",
     "ConfigWriteError",
     "Envelope",
+    "GateRuntime",
     "GovernorError",
+    "HttpLogLevelTarget",
     "JournalEntry",
     "Knob",
+    "LogLevelActuator",
     "Safer",
     "SignalWindows",
     "SystemClock",
     "VllmInstance",
     "envelope_problem",
+    "freeze_reason",
     "pace_problem",
 ]

@@ -12,6 +12,15 @@ one list of arrivals, on any machine (``random.Random`` with string seeds, stdli
   clamped to [min, max]; the defaults in the shipped spec are the trace's quantiles.
 - A share of requests, optionally only inside a time window (a wave), get a fixed long
   output (4096 tokens by default) instead.
+- Ramps (a diurnal rise and fall) multiply the rate by a factor that moves linearly from
+  ``from_multiplier`` to ``to_multiplier`` over their window; the generator follows them in
+  steps of ``step_s`` (30 s by default), so the schedule stays piecewise constant and its
+  inverse integral exact. A ramp may name the engine ``profiles`` it is for (a constant one is
+  a phase's own rate), so a phase can load each profile to the same share of its capacity.
+- Named phases label stretches of time for reports (``steady``, ``bursts``...); they change
+  nothing in the arrivals.
+- ``profile_rate_scale`` scales the whole rate per engine profile, so that one spec loads
+  each profile to the same share of its own capacity (``generate(spec, rate_scale=...)``).
 
 Each attribute draws from its own stream, so changing the long-output share does not move a
 single arrival.
@@ -49,6 +58,49 @@ class Burst(_Spec):
     start_s: float = Field(ge=0)
     duration_s: float = Field(gt=0)
     multiplier: float = Field(gt=0)
+
+
+class Ramp(_Spec):
+    """The rate is multiplied by a factor moving linearly over ``[start_s, start_s + duration_s)``.
+
+    The factor goes from ``from_multiplier`` to ``to_multiplier``; it is applied in steps of
+    ``step_s`` (each step uses the factor at its middle).
+    """
+
+    start_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+    from_multiplier: float = Field(gt=0)
+    to_multiplier: float = Field(gt=0)
+    step_s: float = Field(default=30.0, gt=0)
+    # Only for these engine profiles (empty: all). A phase whose work is bound by a different
+    # resource on each profile (KV on one, compute on another) needs its own rate per profile.
+    profiles: list[str] = Field(default_factory=list)
+
+    def applies_to(self, profile: str | None) -> bool:
+        """Whether the ramp shapes the rate for ``profile`` (None: only profile-free ramps)."""
+        return not self.profiles or profile in self.profiles
+
+    def pieces(self) -> list[tuple[float, float, float]]:
+        """The ramp as (start, end, multiplier) steps."""
+        count = max(1, math.ceil(self.duration_s / self.step_s))
+        width = self.duration_s / count
+        span = self.to_multiplier - self.from_multiplier
+        return [
+            (
+                self.start_s + index * width,
+                self.start_s + (index + 1) * width,
+                self.from_multiplier + span * (index + 0.5) / count,
+            )
+            for index in range(count)
+        ]
+
+
+class NamedPhase(_Spec):
+    """A labelled stretch of the workload, for per-phase reports."""
+
+    name: str = Field(min_length=1)
+    start_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
 
 
 class LogNormalLengths(_Spec):
@@ -99,9 +151,24 @@ class WorkloadSpec(_Spec):
     seed: int = 0
     arrivals: GammaArrivals
     bursts: list[Burst] = Field(default_factory=list)
+    ramps: list[Ramp] = Field(default_factory=list)
+    phases: list[NamedPhase] = Field(default_factory=list)
+    profile_rate_scale: dict[str, float] = Field(default_factory=dict)
     prompt_tokens: LogNormalLengths
     output_tokens: LogNormalLengths
     long_outputs: LongOutputs | None = None
+
+    @model_validator(mode="after")
+    def _positive_scales(self) -> WorkloadSpec:
+        bad = sorted(name for name, scale in self.profile_rate_scale.items() if not scale > 0)
+        if bad:
+            msg = f"profile_rate_scale must be positive (not for {', '.join(bad)})"
+            raise ValueError(msg)
+        return self
+
+    def rate_scale_for(self, profile: str) -> float:
+        """The rate scale of ``profile`` (1 when the spec names none)."""
+        return self.profile_rate_scale.get(profile, 1.0)
 
 
 def load_workload(path: Path) -> WorkloadSpec:
@@ -114,8 +181,21 @@ def load_workload(path: Path) -> WorkloadSpec:
     return validate(WorkloadSpec, document, path, locations)
 
 
-def generate(spec: WorkloadSpec, seed: int | None = None) -> list[Arrival]:
-    """The arrivals of ``spec``, from ``seed`` (default: the spec's own)."""
+def generate(
+    spec: WorkloadSpec,
+    seed: int | None = None,
+    *,
+    rate_scale: float = 1.0,
+    profile: str | None = None,
+) -> list[Arrival]:
+    """The arrivals of ``spec``, from ``seed`` (default: the spec's own), rate x ``rate_scale``.
+
+    ``profile`` selects the ramps meant for that engine profile; without it only the ramps for
+    every profile apply.
+    """
+    if not rate_scale > 0:
+        msg = f"rate_scale must be positive, not {rate_scale}"
+        raise ValueError(msg)
     base = spec.seed if seed is None else seed
     # Reproducible simulation, not cryptography: a seeded Mersenne Twister is the point.
     gaps = random.Random(f"{base}/arrivals")  # noqa: S311
@@ -123,7 +203,7 @@ def generate(spec: WorkloadSpec, seed: int | None = None) -> list[Arrival]:
     outputs = random.Random(f"{base}/output_tokens")  # noqa: S311
     longs = random.Random(f"{base}/long_outputs")  # noqa: S311
     shape = 1.0 / spec.arrivals.cv**2
-    schedule = _RateSchedule(spec)
+    schedule = _RateSchedule(spec, rate_scale, profile)
     arrivals: list[Arrival] = []
     now = 0.0
     while True:
@@ -143,17 +223,23 @@ def generate(spec: WorkloadSpec, seed: int | None = None) -> list[Arrival]:
 class _RateSchedule:
     """The piecewise-constant arrival rate and its inverse integral."""
 
-    def __init__(self, spec: WorkloadSpec) -> None:
+    def __init__(
+        self, spec: WorkloadSpec, rate_scale: float = 1.0, profile: str | None = None
+    ) -> None:
+        pieces = [(b.start_s, b.start_s + b.duration_s, b.multiplier) for b in spec.bursts]
+        for ramp in spec.ramps:
+            if ramp.applies_to(profile):
+                pieces.extend(ramp.pieces())
         edges = {0.0, spec.duration_s}
-        for burst in spec.bursts:
-            edges.update((burst.start_s, burst.start_s + burst.duration_s))
+        for start, end, _ in pieces:
+            edges.update((start, end))
         self._edges = sorted(edge for edge in edges if edge <= spec.duration_s)
         self._rates = []
         for start in self._edges:
-            rate = spec.arrivals.rate_rps
-            for burst in spec.bursts:
-                if burst.start_s <= start < burst.start_s + burst.duration_s:
-                    rate *= burst.multiplier
+            rate = spec.arrivals.rate_rps * rate_scale
+            for begin, end, multiplier in pieces:
+                if begin <= start < end:
+                    rate *= multiplier
             self._rates.append(rate)
 
     def advance(self, now: float, work: float) -> float:

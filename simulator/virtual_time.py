@@ -89,6 +89,10 @@ class VirtualRun:
         self.gate = gate
         # Request id -> seconds it waited at the gate, until its record comes out.
         self._waited: dict[str, float] = {}
+        # Request id -> seconds it waited at the gate, for the records that came out: what
+        # vLLM itself measured is the record's latency minus this (a governor in the loop
+        # reads vLLM's histograms, which never see the gate).
+        self.gate_waits: dict[str, float] = {}
         self._gate_ids = 0
         self._previous_timeouts = 0
         self.now = 0.0
@@ -215,7 +219,9 @@ class VirtualRun:
             return
         for record in records:
             self.gate.release()
-            self.finished.append(waited_record(record, self._waited.pop(record.request_id)))
+            waited = self._waited.pop(record.request_id)
+            self.gate_waits[record.request_id] = waited
+            self.finished.append(waited_record(record, waited))
 
     # -- the gate ----------------------------------------------------------------------
 

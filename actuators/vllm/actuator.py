@@ -192,7 +192,9 @@ class VllmActuator:
             raise ChangeInFlight(message)
         now = self._clock.wall()
         changed_at: dict[str, list[Any]] = {}
+        restarted_at = []
         for entry in self._journal.applied_since(instance.name, now - HOUR):
+            restarted_at.append(entry.finished_at or entry.started_at)
             for knob in entry.plan.get("knobs", {}):
                 changed_at.setdefault(knob, []).append(entry.finished_at or entry.started_at)
         refusals: list[Refusal] = preflight(
@@ -203,6 +205,7 @@ class VllmActuator:
             frozen=freeze_reason(self._freeze_dir, instance.name, now),
             changed_at=changed_at,
             now=now,
+            restarted_at=restarted_at,
         )
         if not refusals:
             options = read_yaml_options(plan.files[0].new_text, str(plan.files[0].path))

@@ -168,6 +168,8 @@ def finish(
 
 def _changes(steps: ChangeSteps) -> str:
     knobs = steps.plan["knobs"]
+    if steps.plan.get("operation") == "restart":
+        return "restarted on the config in force"
     return ", ".join(f"{knob} {_shown(old)} -> {new:g}" for knob, (old, new) in knobs.items())
 
 

@@ -1,42 +1,12 @@
-"""Freezes: files that stop every change, on the whole host or on one server, until removed.
+"""Freezes, for the vLLM actuator's preflight: the shared reader of :mod:`daemon.api`.
 
-``touch STATE_DIR/freeze`` freezes every server; ``STATE_DIR/freeze.NAME`` freezes server
-NAME. A file may hold an expiry on its first line (ISO 8601, e.g. ``2026-12-01T08:00:00+00:00``);
-past it, the freeze no longer counts. Files are simple on purpose: an operator can freeze the
-governor during an incident with nothing but a shell, and nothing needs the daemon running.
+The format (``STATE_DIR/freeze``, ``STATE_DIR/freeze.NAME``, an optional expiry on the first
+line) is the same for every actuator, so it lives behind the facade; this name stays for the
+vLLM actuator's imports.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
-from pathlib import Path
+from daemon.api import freeze_reason
 
-GLOBAL = "freeze"
-
-
-def freeze_reason(directory: Path, instance: str, now: datetime) -> str:
-    """Why changes of ``instance`` are frozen now; "" when they are not."""
-    for path in (directory / GLOBAL, directory / f"{GLOBAL}.{instance}"):
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace").strip()
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            return f"{path} exists but cannot be read ({exc}): treated as a freeze"
-        until = _expiry(text)
-        if until is None:
-            return f"frozen by {path}" + (f" ({text.splitlines()[0]})" if text else "")
-        if until > now:
-            return f"frozen by {path} until {until.isoformat()}"
-    return ""
-
-
-def _expiry(text: str) -> datetime | None:
-    """The expiry on the first line, or None (no expiry: frozen until the file goes)."""
-    if not text:
-        return None
-    try:
-        until = datetime.fromisoformat(text.splitlines()[0].strip())
-    except ValueError:
-        return None
-    return until if until.tzinfo is not None else None
+__all__ = ["freeze_reason"]

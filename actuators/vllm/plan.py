@@ -58,6 +58,8 @@ class ChangePlan:
         restart: The restart command's arguments.
         reason: Why, in a sentence.
         evidence: The signal values behind the decision.
+        operation: ``restart`` for a restart without a config change (the files stay as they
+            are), or None for a change of knob values.
     """
 
     target: str
@@ -68,6 +70,7 @@ class ChangePlan:
     restart: tuple[str, ...]
     reason: str
     evidence: Mapping[str, Any]
+    operation: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The plan for the journal: it holds the last-known-good files in full."""
@@ -89,6 +92,7 @@ class ChangePlan:
             "restart": list(self.restart),
             "reason": self.reason,
             "evidence": dict(self.evidence),
+            "operation": self.operation,
         }
 
     def render(self) -> str:
@@ -101,6 +105,8 @@ def render_plan(plan: Mapping[str, Any]) -> str:
     lines = [f"plan for {plan['target']} (policy {plan['policy']}, vLLM {plan['registry']})"]
     if plan.get("reason"):
         lines.append(f"  why: {plan['reason']}")
+    if plan.get("operation") == "restart":
+        lines.append("  operation: restart, no config change")
     for knob, (old, new) in plan["knobs"].items():
         shown = "unknown" if old is None else f"{old:g}"
         lines.append(f"  {knob}: {shown} -> {new:g}")
@@ -159,4 +165,5 @@ def make_plan(
         restart=instance.restart_argv(),
         reason=request.reason,
         evidence=request.evidence,
+        operation=request.operation,
     )

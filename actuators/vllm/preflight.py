@@ -5,8 +5,10 @@ version removed and nothing the governor never sets (``disable-log-stats``); the
 with each other as the version demands (in 0.33, ``max_num_batched_tokens >= max_num_seqs``
 and ``max_num_active_seqs <= max_num_seqs``); each change stays in its envelope; the value on disk
 is still the one the policy decided on (or the decision is stale); and the knob's dwell time
-and hourly budget, read from the journal, allow another change. The asynchronous checks
-(version, health, vLLM's own parser, one change in flight) are the actuator's.
+and hourly budget, read from the journal, allow another change. A restart without a config
+change (``operation: restart``) is held to the instance's restart envelope instead: at most
+``restart_hourly_budget`` restarts an hour, ``restart_min_interval_s`` apart. The asynchronous
+checks (version, health, vLLM's own parser, one change in flight) are the actuator's.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from daemon.api import (
 )
 
 Refusal = tuple[str, str]  # (guard, why)
+HOUR_S = 3600.0
 
 
 def preflight(
@@ -37,8 +40,13 @@ def preflight(
     frozen: str,
     changed_at: Mapping[str, Sequence[datetime]],
     now: datetime,
+    restarted_at: Sequence[datetime] = (),
 ) -> list[Refusal]:
-    """Every refusal, in the order above; an empty list means the change may go ahead."""
+    """Every refusal, in the order above; an empty list means the change may go ahead.
+
+    ``restarted_at`` are the times the server was restarted by the governor in the last hour
+    (any change that was applied): a restart operation must fit its envelope among them.
+    """
     if request.target != instance.name:
         return [("target", f"the request is for {request.target}, not {instance.name}")]
     refusals: list[Refusal] = []
@@ -61,9 +69,26 @@ def preflight(
             late := pace_problem(knob, envelope, changed_at.get(knob, ()), now)
         ):
             refusals.append(("knob_budget", late))
-    if not any(change.changed for change in plan.files):
+    if plan.operation == "restart":
+        refusals.extend(_restart_envelope(instance, restarted_at, now))
+    elif not any(change.changed for change in plan.files):
         refusals.append(("no_change", "the files already say so"))
     return refusals
+
+
+def _restart_envelope(
+    instance: VllmInstance, restarted_at: Sequence[datetime], now: datetime
+) -> list[Refusal]:
+    """A restart without a config change: the instance's restart budget and interval."""
+    recent = [at for at in restarted_at if (now - at).total_seconds() < HOUR_S]
+    if len(recent) >= instance.restart_hourly_budget:
+        budget = instance.restart_hourly_budget
+        why = f"{instance.name} restarted {len(recent)}x this hour (restart_hourly_budget {budget})"
+        return [("restart_budget", why)]
+    if recent and (since := (now - max(recent)).total_seconds()) < instance.restart_min_interval_s:
+        why = f"{instance.name} was restarted {since:.0f} s ago"
+        return [("dwell", f"{why} (restart_min_interval_s {instance.restart_min_interval_s:g})")]
+    return []
 
 
 def _forbidden_flags(plan: ChangePlan, registry: VersionRegistry) -> list[Refusal]:

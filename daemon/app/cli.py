@@ -8,20 +8,41 @@ from collections.abc import Sequence
 
 from daemon.app.commands import (
     apply,
+    backtest,
     check,
     demo,
     explain,
+    freeze,
+    proposals,
+    quarantine,
     run,
     schema,
     signals,
     sim,
+    simulate,
     status,
     test,
 )
 from daemon.app.defaults import EXIT_USAGE
 from daemon.core.version import __version__
 
-SUBCOMMANDS = (run, check, test, schema, status, signals, explain, apply, demo, sim)
+SUBCOMMANDS = (
+    run,
+    check,
+    test,
+    schema,
+    status,
+    signals,
+    explain,
+    apply,
+    proposals,
+    freeze,
+    quarantine,
+    demo,
+    sim,
+    simulate,
+    backtest,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from daemon.core.http_log_level_settings import HttpLogLevelTarget
 from daemon.core.settings import VllmInstance
 
 # States of a journal entry: open while in flight, then exactly one of the others.
@@ -45,6 +46,8 @@ class ChangeRequest:
         reason: One sentence for people: the condition and how long it held.
         evidence: The signal values the policy read.
         risk: ``auto`` or ``approval``.
+        operation: A named operation instead of knob values (``restart``: a restart on the
+            config in force, with ``changes`` empty), or None.
     """
 
     target: str
@@ -54,6 +57,7 @@ class ChangeRequest:
     reason: str = ""
     evidence: Mapping[str, Any] = field(default_factory=dict)
     risk: str = "auto"
+    operation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,4 +193,26 @@ class Actuator(Protocol):
 
     async def reconcile(self, instance: VllmInstance) -> ActuationResult | None:
         """Finish or revert a change a previous governor left open; None when there is none."""
+        ...
+
+
+class LogLevelActuator(Protocol):
+    """What the engine needs of the actuator of live log levels (``[[http_log_level]]``).
+
+    Its changes are journaled like a vLLM change (the same journal, one open entry per
+    target), but they restart nothing: set, read back, and set the old level back on failure.
+    """
+
+    async def read(self, target: HttpLogLevelTarget) -> float | None:
+        """The level in force, on the logging scale; None when it cannot be known now."""
+        ...
+
+    async def apply(
+        self, target: HttpLogLevelTarget, request: ChangeRequest, *, dry_run: bool = False
+    ) -> ActuationResult:
+        """Check, set, read back, and set the old level back on failure; journal every step."""
+        ...
+
+    async def reconcile(self, target: HttpLogLevelTarget) -> ActuationResult | None:
+        """Finish a change a previous governor left open; None when there is none."""
         ...

@@ -21,7 +21,11 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     ├── ApprovalError               (daemon/approvals/errors.py) a proposal or click is unusable
     │   ├── ProposalError           a decision that cannot become a proposal
     │   ├── InvalidTransition       a proposal asked to move where its state machine forbids
-    │   └── UnverifiedRequest       an interactivity request failed its signature or replay check
+    │   ├── UnverifiedRequest       an interactivity request failed its signature or replay check
+    │   └── SlackCallFailed         (daemon/engine/slack_api.py) a Slack Web API call failed
+    │                               after its retries
+    ├── BacktestError               (daemon/app/backtest/errors.py) a recording, a Prometheus
+    │                               range or an option the backtest cannot use
     └── TaskCrashedError            an eternal task of the supervisor ended or crashed
 """
 

@@ -21,8 +21,12 @@ from pydantic import (
     model_validator,
 )
 
+from daemon.core.approval_settings import ApprovalsSection, SlackSection
+from daemon.core.gate_settings import GateSettings
+from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS
 from daemon.core.mqtt_topics import subscription_problems
+from daemon.core.recording_settings import RecordingSection
 
 
 class _Section(BaseModel):
@@ -68,13 +72,6 @@ class LoggingSection(_Section):
 
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["json", "text"] = "json"
-
-
-class SlackSection(_Section):
-    """Where approval requests go. The tokens come from the environment, never this file."""
-
-    enabled: bool = False
-    channel: str = ""
 
 
 class SignalsSection(_Section):
@@ -210,12 +207,19 @@ class VllmInstance(_Section):
     restart_command: tuple[str, ...] = DEFAULT_RESTART_COMMAND
     restart_timeout_s: Seconds = 300.0
     ready_timeout_s: Seconds = 900.0
+    # The envelope of a restart without a config change (a policy's ``operation: restart``):
+    # at most this many restarts of the server, for any reason, in the last hour...
+    restart_hourly_budget: Annotated[int, Field(ge=0, le=60)] = 2
+    # ...and none sooner than this after the last one.
+    restart_min_interval_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 900.0
     drain: Literal["shutdown-timeout", "pause"] = "shutdown-timeout"
     verify_window_s: Seconds = 300.0
     verify_max_error_rate_increase: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.05
     verify_max_ttft_p95_ratio: Annotated[float, Field(ge=1, allow_inf_nan=False)] = 1.5
     verify_max_preemption_rate_increase: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.5
     mode: Literal["active", "dry-run"] = "active"
+    # The admission gate (HAProxy) in front of this server, if any: see gate_settings.py.
+    gate: GateSettings = GateSettings()
 
     @field_validator("restart_command")
     @classmethod
@@ -273,9 +277,26 @@ class GovernorConfig(_Section):
     metrics: MetricsSection = MetricsSection()
     logging: LoggingSection = LoggingSection()
     slack: SlackSection = SlackSection()
+    approvals: ApprovalsSection = ApprovalsSection()
     signals: SignalsSection = SignalsSection()
+    recording: RecordingSection = RecordingSection()
     sources: SourcesSection = SourcesSection()
     vllm: tuple[VllmInstance, ...] = ()
+    http_log_level: tuple[HttpLogLevelTarget, ...] = ()
+
+    @model_validator(mode="after")
+    def _targets_unique(self) -> GovernorConfig:
+        names = [instance.name for instance in self.vllm]
+        repeated = sorted({t.name for t in self.http_log_level if t.name in names})
+        others = [target.name for target in self.http_log_level]
+        repeated += sorted({name for name in others if others.count(name) > 1})
+        if repeated:
+            message = (
+                "target names must be unique across [[vllm]] and [[http_log_level]]; "
+                f"repeated: {', '.join(repeated)}"
+            )
+            raise ValueError(message)
+        return self
 
     @field_validator("vllm")
     @classmethod
@@ -288,8 +309,12 @@ class GovernorConfig(_Section):
         return instances
 
     def target_names(self) -> list[str]:
-        """The vLLM instances' names, in file order: the targets policies may name."""
-        return [instance.name for instance in self.vllm]
+        """Every target policies may name, in file order: vLLM instances, then live services."""
+        return [instance.name for instance in self.vllm] + self.live_target_names()
+
+    def live_target_names(self) -> list[str]:
+        """The targets changed live, without a restart: services of ``[[http_log_level]]``."""
+        return [target.name for target in self.http_log_level]
 
     def envelopes(self) -> dict[tuple[str, str], Envelope]:
         """Every knob envelope, keyed by (instance name, knob)."""
@@ -297,4 +322,7 @@ class GovernorConfig(_Section):
             (instance.name, knob): envelope
             for instance in self.vllm
             for knob, envelope in instance.knobs.items()
+        } | {
+            (target.name, LOG_LEVEL_KNOB): Envelope(**target.knob.model_dump())
+            for target in self.http_log_level
         }

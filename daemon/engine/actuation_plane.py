@@ -22,6 +22,8 @@ from prometheus_client import CollectorRegistry, Counter
 
 from daemon.core.actuation import (
     APPLIED_STATES,
+    FAILED,
+    REFUSED,
     ActuationJournal,
     ActuationResult,
     Actuator,
@@ -32,6 +34,7 @@ from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.engine.gate import request_of, route
 from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.log_level_plane import LogLevelFactory, LogLevelPlane
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.signal_windows import StoreSignalWindows
 from daemon.engine.supervisor import EternalTask, Readiness
@@ -40,6 +43,8 @@ from daemon.policy.decisions import Decision, DecisionKind, Evidence
 log = logging.getLogger(__name__)
 
 ActuatorFactory = Callable[[ActuationJournal, SignalWindows, Clock, Path], Actuator]
+# A change for the runner, with where to put its outcome when someone waits for it.
+Queued = tuple[VllmInstance, ChangeRequest, "asyncio.Future[ActuationResult] | None"]
 
 
 class ActuationPlane:
@@ -54,6 +59,7 @@ class ActuationPlane:
         state_path: Path,
         *,
         factory: ActuatorFactory | None,
+        log_level_factory: LogLevelFactory | None = None,
     ) -> None:
         self._config = config
         self._clock = clock
@@ -63,7 +69,7 @@ class ActuationPlane:
         self.actuator = (
             None if factory is None else factory(self.journal, self.windows, clock, state_dir)
         )
-        self._queue: asyncio.Queue[tuple[VllmInstance, ChangeRequest]] = asyncio.Queue()
+        self._queue: asyncio.Queue[Queued] = asyncio.Queue()
         self._changes = Counter(
             "vllm_governor_actuations",
             "Changes of vLLM servers by target and final state.",
@@ -78,24 +84,42 @@ class ActuationPlane:
         )
         self.on_applied: Callable[[ActuationResult], None] = lambda _result: None
         self.record: Callable[[Sequence[Decision]], None] = lambda _decisions: None
+        # The approvals plane takes approval-risk intents, and lists its pending proposals.
+        self.propose: Callable[[Decision], None] = lambda _decision: None
+        self.pending_proposals: Callable[[], list[dict[str, Any]]] = list
+        # Live log levels of other services, on the same journal, reported like vLLM changes.
+        self.live = (
+            None
+            if log_level_factory is None
+            else LogLevelPlane(
+                lambda: self._config().http_log_level,
+                log_level_factory(self.journal, clock, state_dir),
+                clock,
+                self._report,
+            )
+        )
 
     def close(self) -> None:
         """Close the journal."""
         self.journal.close()
 
     def tasks(self) -> list[EternalTask]:
-        """The actuation runner, when there is an actuator."""
-        return [] if self.actuator is None else [EternalTask("actuation runner", self._run)]
+        """The actuation runner, when there is an actuator; the log-level tasks, when any."""
+        live = [] if self.live is None else self.live.tasks()
+        if self.actuator is None:
+            return live
+        return [EternalTask("actuation runner", self._run), *live]
 
     def knobs(self) -> dict[str, Mapping[str, float]]:
-        """Current knob values per server, as its files set them."""
+        """Current knob values per server, as its files set them (and live levels as read)."""
+        live = {} if self.live is None else self.live.knobs()
         if self.actuator is None:
-            return {}
+            return live
         return {
             instance.name: self.actuator.current_knobs(instance)
             for instance in self._config().vllm
             if instance.config_path is not None
-        }
+        } | live
 
     def submit(self, accepted: Sequence[Decision]) -> list[Decision]:
         """Route accepted intents; returns the decisions to record for the ones blocked here."""
@@ -103,23 +127,38 @@ class ActuationPlane:
             return []
         instances = {instance.name: instance for instance in self._config().vllm}
         routing = route(
-            accepted, instances, self.journal.quarantined(), actuated=self.actuator is not None
+            accepted,
+            instances,
+            self.journal.quarantined(),
+            actuated=self.actuator is not None,
+            live=None if self.live is None else self.live.by_name(),
         )
+        if self.live is not None:
+            for target, live_request in routing.live:
+                self.live.submit(target, live_request)
+        decisions = {(d.policy, d.target): d for d in accepted}
         for request in routing.proposals:
-            proposal = self.journal.propose(request)
             self._proposals.labels(target=request.target).inc()
-            log.info(
-                "change proposed for approval",
-                extra={
-                    "proposal": proposal,
-                    "policy": request.policy,
-                    "target": request.target,
-                    "changes": dict(request.changes),
-                },
-            )
+            self.propose(decisions[(request.policy, request.target)])
         for instance, request in routing.auto:
-            self._queue.put_nowait((instance, request))
+            self._queue.put_nowait((instance, request, None))
         return routing.blocked
+
+    async def apply_approved(
+        self, instance: VllmInstance, request: ChangeRequest
+    ) -> ActuationResult:
+        """Run an approved change on the same path as automatic ones; wait for its outcome.
+
+        The change goes on the actuation runner's queue, so the actuator's every check
+        (mode, envelope, budget, dwell, freeze, one change in flight) applies to it as well.
+        """
+        if self.actuator is None:
+            return ActuationResult(
+                request.target, request.policy, REFUSED, "no actuator: observed only"
+            )
+        outcome: asyncio.Future[ActuationResult] = asyncio.get_running_loop().create_future()
+        self._queue.put_nowait((instance, request, outcome))
+        return await outcome
 
     async def dry_runs(self, decisions: Sequence[Decision]) -> list[dict[str, Any]]:
         """Plan each decision without side effects (``apply --dry-run``): what would be done."""
@@ -137,16 +176,23 @@ class ActuationPlane:
                     }
                 )
                 continue
-            routing = route([decision], instances, {}, actuated=self.actuator is not None)
+            live = None if self.live is None else self.live.by_name()
+            routing = route(
+                [decision], instances, {}, actuated=self.actuator is not None, live=live
+            )
             if routing.blocked:
                 reason = routing.blocked[0].details["reason"]
                 answers.append(
                     {"target": decision.target, "state": "blocked", "outcome": reason, "plan": {}}
                 )
                 continue
-            instance = instances[decision.target]
-            assert self.actuator is not None
-            result = await self.actuator.apply(instance, request_of(decision), dry_run=True)
+            if self.live is not None and decision.target in self.live.by_name():
+                target = self.live.by_name()[decision.target]
+                result = await self.live.actuator.apply(target, request_of(decision), dry_run=True)
+            else:
+                assert self.actuator is not None
+                instance = instances[decision.target]
+                result = await self.actuator.apply(instance, request_of(decision), dry_run=True)
             answers.append(
                 {
                     "target": result.target,
@@ -177,7 +223,7 @@ class ActuationPlane:
                 {"policy": policy, "target": target, "reason": reason}
                 for (policy, target), reason in self.journal.quarantined().items()
             ],
-            "proposals": [p for p in self.journal.proposals() if p["state"] == "proposed"],
+            "proposals": self.pending_proposals(),
         }
 
     async def _run(self, readiness: Readiness) -> None:
@@ -189,8 +235,10 @@ class ActuationPlane:
                     group.create_task(self._reconcile(instance), name=f"reconcile {instance.name}")
         async with asyncio.TaskGroup() as group:
             while True:
-                instance, request = await self._queue.get()
-                group.create_task(self._apply(instance, request), name=f"change {instance.name}")
+                instance, request, outcome = await self._queue.get()
+                group.create_task(
+                    self._apply(instance, request, outcome), name=f"change {instance.name}"
+                )
 
     async def _reconcile(self, instance: VllmInstance) -> None:
         assert self.actuator is not None
@@ -202,18 +250,30 @@ class ActuationPlane:
         if result is not None:
             self._report(result)
 
-    async def _apply(self, instance: VllmInstance, request: ChangeRequest) -> None:
+    async def _apply(
+        self,
+        instance: VllmInstance,
+        request: ChangeRequest,
+        outcome: asyncio.Future[ActuationResult] | None,
+    ) -> None:
         assert self.actuator is not None
         try:
             result = await self.actuator.apply(instance, request)
-        except Exception:
+        except Exception as exc:
             # A bug in one change must not stop the others, nor the daemon. Its journal entry
             # is still open: reconcile it now, as the next start would, so that the server is
             # not left on files it does not run.
             log.exception("a change crashed; reconciling it", extra={"target": instance.name})
             await self._reconcile(instance)
+            result = ActuationResult(
+                request.target, request.policy, FAILED, f"the change crashed: {exc}"
+            )
+            if outcome is not None and not outcome.done():
+                outcome.set_result(result)
             return
         self._report(result)
+        if outcome is not None and not outcome.done():
+            outcome.set_result(result)
 
     def _report(self, result: ActuationResult) -> None:
         self._changes.labels(target=result.target, state=result.state).inc()

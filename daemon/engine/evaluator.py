@@ -4,7 +4,8 @@ Each tick builds one view per vLLM target from the signal rows, runs the pure
 :func:`~daemon.policy.tick.tick`, persists the states that changed and the decisions, and
 logs each decision once. The current knob values come from ``knobs`` (the actuation plane
 reads them from each server's files); accepted intents go to ``gate``, which routes them to
-the actuator or to approval and returns what it blocked, to be recorded as well.
+the actuator or to approval and returns what it blocked, to be recorded as well; notify
+decisions go to ``notify`` (the channels of :mod:`daemon.engine.notifiers`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
@@ -22,7 +24,8 @@ from daemon.engine.policy_set import PolicySet
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import Readiness
-from daemon.policy.decisions import Decision
+from daemon.policy.decisions import Decision, DecisionKind
+from daemon.policy.evaluate import TargetView
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import PolicyState
 from daemon.policy.tick import StateKey, TickResult, tick
@@ -71,6 +74,11 @@ class Evaluator:
     history: dict[KnobKey, KnobHistory] = field(default_factory=dict)
     knobs: Callable[[], Mapping[str, Mapping[str, float]]] = dict
     gate: Callable[[Sequence[Decision]], Sequence[Decision]] = lambda _accepted: ()
+    # Sees each tick's views before the policies do (the recorder, when recording is on).
+    observe: Callable[[datetime, float, Mapping[str, TargetView]], None] = (
+        lambda _wall, _now, _views: None
+    )
+    notify: Callable[[Sequence[Decision]], None] = lambda _notifications: None
 
     async def run(self, readiness: Readiness) -> None:
         """Load the persisted state, then evaluate forever."""
@@ -89,14 +97,16 @@ class Evaluator:
         started = self.clock.monotonic()
         targets = config.target_names()
         views = target_views(self.signals.rows(), targets, self.knobs())
+        now, wall = self.clock.monotonic(), self.clock.wall()
+        self.observe(wall, now, views)
         result = tick(
             self.policies().specs,
             self.states,
             views,
             envelopes=config.envelopes(),
             history=self.history,
-            now=self.clock.monotonic(),
-            wall=self.clock.wall(),
+            now=now,
+            wall=wall,
         )
         changed = {
             key: state for key, state in result.states.items() if self.states.get(key) != state
@@ -109,6 +119,8 @@ class Evaluator:
         self.states = result.states
         for decision in (*result.decisions, *blocked):
             self._report(decision)
+        # After the decisions are recorded, so that what people are told is in the audit log.
+        self.notify([d for d in result.decisions if d.kind is DecisionKind.NOTIFY])
         self.metrics.ticks.observe(self.clock.monotonic() - started)
         return result
 

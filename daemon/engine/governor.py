@@ -21,16 +21,24 @@ from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ControlError
+from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
 from daemon.engine.actuation_plane import ActuationPlane, ActuatorFactory
+from daemon.engine.admission_loop import admission_loop
+from daemon.engine.approval_commands import approval_handlers
+from daemon.engine.approval_recheck import PolicyLens
+from daemon.engine.approvals_plane import ApprovalsPlane
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
+from daemon.engine.log_level_plane import LogLevelFactory
+from daemon.engine.notifiers import MqttNotifier, Notifications, SlackNotifier
 from daemon.engine.own_metrics import OwnMetrics, create_own_metrics, serve_metrics
 from daemon.engine.policy_plane import STATE_FILE, PolicyPlane
 from daemon.engine.service_manager import ServiceManager
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.supervisor import EternalTask, Readiness, supervise
+from daemon.policy.views import target_views
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,9 @@ class Governor:
         manager: ServiceManager,
         secrets: GovernorSecrets | None = None,
         actuator_factory: ActuatorFactory | None = None,
+        *,
+        gate_actuator_factory: GateActuatorFactory | None = None,
+        log_level_factory: LogLevelFactory | None = None,
     ) -> None:
         self._loaded = loaded
         self._clock = clock
@@ -71,6 +82,7 @@ class Governor:
             self._metrics.registry,
             loaded.config.governor.state_dir / STATE_FILE,
             factory=actuator_factory,
+            log_level_factory=log_level_factory,
         )
         self._policies = PolicyPlane(
             lambda: self._loaded.config,
@@ -79,6 +91,35 @@ class Governor:
             self._metrics.registry,
             self._actuation,
         )
+        self._approvals = ApprovalsPlane(
+            lambda: self._loaded.config,
+            clock,
+            self._metrics.registry,
+            loaded.config.governor.state_dir / STATE_FILE,
+            self._actuation,
+            secrets=secrets,
+        )
+        self._approvals.lens = PolicyLens(
+            specs=lambda: self._policies.policies.specs,
+            states=lambda: self._policies.evaluator.states,
+            views=lambda: target_views(
+                self._signals.rows(),
+                self._loaded.config.target_names(),
+                self._policies.evaluator.knobs(),
+            ),
+        )
+        # The fast loop of the admission gates: only with an actuator and a gate configured.
+        self._admission = admission_loop(
+            config=lambda: self._loaded.config,
+            policies=self._policies,
+            signals=self._signals,
+            actuation=self._actuation,
+            clock=clock,
+            registry=self._metrics.registry,
+            factory=gate_actuator_factory,
+        )
+        self._notifications = self._notifiers()
+        self._policies.evaluator.notify = self._notifications.send
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._started_at = clock.monotonic()
@@ -115,13 +156,30 @@ class Governor:
             await supervise(self._tasks, self._stop, on_ready=self._on_ready)
         finally:
             self._policies.close()
+            self._approvals.close()
             self._actuation.close()
+            if self._admission is not None:
+                self._admission[1].close()
 
     def _on_ready(self) -> None:
         self._state = "ready"
         self._metrics.ready.set(1)
         self._manager.ready(self._status_line())
         self._announce("started", {"pid": os.getpid(), "version": __version__})
+
+    def _notifiers(self) -> Notifications:
+        """The channels of notify actions.
+
+        MQTT when a publisher is configured; Slack when the approvals plane talks to Slack (its
+        channel, through its retrying client).
+        """
+        notifications = Notifications(self._metrics.registry)
+        if self._signals.publisher is not None:
+            notifications.register("mqtt", MqttNotifier(self._signals.publisher))
+        if self._approvals.slack is not None:
+            slack = SlackNotifier(self._approvals)
+            notifications.register("slack", slack, slack.task())
+        return notifications
 
     def _announce(self, kind: str, fields: dict[str, Any]) -> None:
         """Tell the fleet (MQTT, when configured) what just happened, and the state now."""
@@ -154,6 +212,10 @@ class Governor:
         tasks.extend(self._signals.tasks())
         tasks.extend(self._policies.tasks())
         tasks.extend(self._actuation.tasks())
+        if self._admission is not None:
+            tasks.append(EternalTask("admission loop", self._admission[0].run))
+        tasks.extend(self._approvals.tasks())
+        tasks.extend(self._notifications.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks
@@ -164,6 +226,9 @@ class Governor:
             "signals": self._handle_signals,
             "explain": self._handle_explain,
             "plan": self._handle_plan,
+            **approval_handlers(self._approvals),
+            "quarantine": self._handle_quarantine,
+            "unquarantine": self._handle_unquarantine,
         }
         await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
 
@@ -239,6 +304,7 @@ class Governor:
             "sources": self._signals.source_status(),
             **self._policies.status(),
             **self._actuation.status(),
+            "gates": {} if self._admission is None else self._admission[0].status(),
         }
 
     async def _handle_explain(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
@@ -260,6 +326,28 @@ class Governor:
         if isinstance(intents, str):
             raise ControlError(intents)
         return {"policy": name, "plans": await self._actuation.dry_runs(intents)}
+
+    async def _handle_quarantine(self, _request: ControlRequest, _caller: Caller) -> dict[str, Any]:
+        journal = self._actuation.journal
+        return {"quarantined": journal.quarantine_list(), "lifted": journal.quarantine_lifts()}
+
+    async def _handle_unquarantine(self, request: ControlRequest, caller: Caller) -> dict[str, Any]:
+        policy, target, reason = (request.args.get(key) for key in ("policy", "target", "reason"))
+        if not all(isinstance(value, str) and value.strip() for value in (policy, target, reason)):
+            message = "'policy', 'target' and 'reason' must be non-empty strings"
+            raise ControlError(message)
+        assert isinstance(policy, str)
+        assert isinstance(target, str)
+        assert isinstance(reason, str)
+        if not self._actuation.journal.lift_quarantine(policy, target, by=caller.user, why=reason):
+            message = f"{policy} is not quarantined on {target} (see 'vllm-governor quarantine')"
+            raise ControlError(message)
+        log.warning(
+            "quarantine lifted",
+            extra={"policy": policy, "target": target, "by": caller.user, "reason": reason},
+        )
+        self._announce("quarantine_lifted", {"policy": policy, "target": target, "by": caller.user})
+        return {"policy": policy, "target": target, "lifted_by": caller.user}
 
     async def _handle_signals(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         prefix = request.args.get("prefix", "")

@@ -13,8 +13,11 @@ Tables::
                finished_at, outcome, timings JSON)      one row per change, open or finished
     actuation_steps(actuation, at, step, facts JSON)    every step of every change, in order
     quarantine(policy, target, since, reason, actuation) policies whose change was reverted
-    proposals(id, at, policy, target, state, changes, current, reason, evidence, risk)
-                                                        approval-risk intents waiting for people
+    quarantine_lifts(policy, target, since, reason, actuation, lifted_at, lifted_by, why)
+                                                        every quarantine people lifted, and why
+
+Proposals waiting for people have their own tables (:mod:`daemon.engine.proposal_store`); a
+``proposals`` table left by an older governor is no longer read.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.core.actuation import OPEN, ChangeRequest, JournalEntry
+from daemon.core.actuation import OPEN, JournalEntry
 from daemon.core.clock import Clock
 from daemon.core.errors import ChangeInFlight
 
@@ -48,10 +51,9 @@ CREATE TABLE IF NOT EXISTS quarantine (
     policy TEXT NOT NULL, target TEXT NOT NULL, since REAL NOT NULL, reason TEXT NOT NULL,
     actuation INTEGER, PRIMARY KEY (policy, target)
 );
-CREATE TABLE IF NOT EXISTS proposals (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, policy TEXT NOT NULL,
-    target TEXT NOT NULL, state TEXT NOT NULL, changes TEXT NOT NULL, current TEXT NOT NULL,
-    reason TEXT NOT NULL, evidence TEXT NOT NULL, risk TEXT NOT NULL
+CREATE TABLE IF NOT EXISTS quarantine_lifts (
+    policy TEXT NOT NULL, target TEXT NOT NULL, since REAL NOT NULL, reason TEXT NOT NULL,
+    actuation INTEGER, lifted_at REAL NOT NULL, lifted_by TEXT NOT NULL, why TEXT NOT NULL
 );
 """
 
@@ -198,50 +200,57 @@ class SqliteJournal:
                 (policy, target, self._now(), reason, actuation),
             )
 
+    def quarantine_list(self) -> list[dict[str, Any]]:
+        """Every quarantined pair with when, why and the change that caused it, oldest first."""
+        rows = self._db.execute(
+            "SELECT policy, target, since, reason, actuation FROM quarantine ORDER BY since"
+        )
+        return [
+            {"policy": p, "target": t, "since": _time(s).isoformat(), "reason": r, "actuation": a}
+            for p, t, s, r, a in rows
+        ]
+
+    def lift_quarantine(self, policy: str, target: str, *, by: str, why: str) -> bool:
+        """Let ``policy`` act on ``target`` again; audited. False when it was not quarantined."""
+        with self._transaction():
+            row = self._db.execute(
+                "SELECT since, reason, actuation FROM quarantine WHERE policy = ? AND target = ?",
+                (policy, target),
+            ).fetchone()
+            if row is None:
+                return False
+            self._db.execute(
+                "INSERT INTO quarantine_lifts VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (policy, target, *row, self._now(), by, why),
+            )
+            self._db.execute(
+                "DELETE FROM quarantine WHERE policy = ? AND target = ?", (policy, target)
+            )
+        return True
+
+    def quarantine_lifts(self) -> list[dict[str, Any]]:
+        """The audit of lifted quarantines, newest first."""
+        rows = self._db.execute(
+            "SELECT policy, target, reason, actuation, lifted_at, lifted_by, why"
+            " FROM quarantine_lifts ORDER BY rowid DESC"
+        )
+        return [
+            {
+                "policy": p,
+                "target": t,
+                "reason": r,
+                "actuation": a,
+                "lifted_at": _time(at).isoformat(),
+                "lifted_by": by,
+                "why": why,
+            }
+            for p, t, r, a, at, by, why in rows
+        ]
+
     def quarantined(self) -> dict[tuple[str, str], str]:
         """(policy, target) -> why, for every quarantined pair."""
         rows = self._db.execute("SELECT policy, target, reason FROM quarantine")
         return {(policy, target): reason for policy, target, reason in rows}
-
-    def propose(self, request: ChangeRequest) -> int:
-        """Record an approval-risk intent as a pending proposal; returns its id."""
-        with self._transaction():
-            cursor = self._db.execute(
-                "INSERT INTO proposals (at, policy, target, state, changes, current, reason,"
-                " evidence, risk) VALUES (?, ?, ?, 'proposed', ?, ?, ?, ?, ?)",
-                (
-                    self._now(),
-                    request.policy,
-                    request.target,
-                    _json(request.changes),
-                    _json(request.current),
-                    request.reason,
-                    _json(request.evidence),
-                    request.risk,
-                ),
-            )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
-
-    def proposals(self) -> list[dict[str, Any]]:
-        """Every proposal, newest first."""
-        rows = self._db.execute(
-            "SELECT id, at, policy, target, state, changes, current, reason FROM proposals"
-            " ORDER BY id DESC"
-        )
-        return [
-            {
-                "id": row[0],
-                "at": row[1],
-                "policy": row[2],
-                "target": row[3],
-                "state": row[4],
-                "changes": json.loads(row[5]),
-                "current": json.loads(row[6]),
-                "reason": row[7],
-            }
-            for row in rows
-        ]
 
     def _entry(self, entry_id: int) -> JournalEntry | None:
         row = self._db.execute(

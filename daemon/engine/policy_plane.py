@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -21,12 +21,13 @@ from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation_plane import ActuationPlane
 from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.policy_set import fingerprint, load_policy_set, reload_policy_set
+from daemon.engine.recorder import Recorder
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import evaluate
-from daemon.policy.planner import KnobHistory, plan
+from daemon.policy.planner import KnobHistory, KnobKey, plan
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.views import target_views
 
@@ -51,7 +52,9 @@ class PolicyPlane:
         self._signals = signals
         self._clock = clock
         current = config()
-        self.policies = load_policy_set(current.governor.policy_dirs, current.target_names())
+        self.policies = load_policy_set(
+            current.governor.policy_dirs, current.target_names(), current.live_target_names()
+        )
         self.store = StateStore(current.governor.state_dir / STATE_FILE)
         self.evaluator = Evaluator(
             config,
@@ -61,6 +64,8 @@ class PolicyPlane:
             clock,
             EvaluatorMetrics.register(registry),
         )
+        self.recorder = Recorder(lambda: config().recording)
+        self.evaluator.observe = self.recorder.record
         if actuation is not None:
             self.evaluator.knobs = actuation.knobs
             self.evaluator.gate = actuation.submit
@@ -83,15 +88,15 @@ class PolicyPlane:
         ]
 
     def close(self) -> None:
-        """Close the state store."""
+        """Close the state store and the recording."""
         self.store.close()
+        self.recorder.close()
 
     def record_applied(self, result: ActuationResult) -> None:
         """Enter a change that restarted a server in its knobs' histories (dwell, budgets)."""
         now, offset = self._clock.monotonic(), self._offset()
-        for knob in result.changes:
-            key = (result.target, knob)
-            history = self.evaluator.history.get(key, KnobHistory()).changed(now)
+        entered = changed_histories(self.evaluator.history, result.target, result.changes, now)
+        for key, history in entered.items():
             self.evaluator.history[key] = history
             self.store.save_history(key, history, offset)
 
@@ -105,7 +110,10 @@ class PolicyPlane:
     def reload(self, config: GovernorConfig) -> tuple[ConfigIssue, ...]:
         """Swap in the policies under ``config``'s directories, or keep the old set and say why."""
         self.policies, issues = reload_policy_set(
-            self.policies, config.governor.policy_dirs, config.target_names()
+            self.policies,
+            config.governor.policy_dirs,
+            config.target_names(),
+            config.live_target_names(),
         )
         if not issues:
             self.store.forget_policies(spec.name for spec in self.policies.specs)
@@ -205,6 +213,19 @@ class PolicyPlane:
                 "next_phase": after.phase.value,
             }
         return {"policy": spec.name, "description": spec.description, "targets": targets}
+
+
+def changed_histories(
+    history: Mapping[KnobKey, KnobHistory], target: str, knobs: Iterable[str], now: float
+) -> dict[KnobKey, KnobHistory]:
+    """The histories of ``target``'s ``knobs`` after a change applied at ``now``.
+
+    What the daemon enters once a change has restarted the server; backtests enter would-have
+    changes the same way.
+    """
+    return {
+        (target, knob): history.get((target, knob), KnobHistory()).changed(now) for knob in knobs
+    }
 
 
 def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[str, Any]:

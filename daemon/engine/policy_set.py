@@ -28,10 +28,12 @@ class PolicySet:
     fingerprint: tuple[tuple[str, float, int], ...]  # (file, mtime, size) of every file read
 
 
-def load_policy_set(directories: Iterable[Path], targets: Iterable[str]) -> PolicySet:
+def load_policy_set(
+    directories: Iterable[Path], targets: Iterable[str], live_targets: Iterable[str] = ()
+) -> PolicySet:
     """Load every policy under ``directories``; broken files are reported and left out."""
     existing = [directory for directory in directories if directory.exists()]
-    loaded = load_policies(existing, targets)
+    loaded = load_policies(existing, targets, live_targets=live_targets)
     for issue in loaded.issues:
         log.error("policy file disabled", extra={"where": issue.render()})
     return PolicySet(loaded.specs, loaded.issues, fingerprint(existing))
@@ -51,11 +53,14 @@ def fingerprint(directories: Iterable[Path]) -> tuple[tuple[str, float, int], ..
 
 
 def reload_policy_set(
-    current: PolicySet, directories: Iterable[Path], targets: Iterable[str]
+    current: PolicySet,
+    directories: Iterable[Path],
+    targets: Iterable[str],
+    live_targets: Iterable[str] = (),
 ) -> tuple[PolicySet, tuple[ConfigIssue, ...]]:
     """The new set if every file is valid, else the current one and the problems."""
     existing = [directory for directory in directories if directory.exists()]
-    loaded = load_policies(existing, targets)
+    loaded = load_policies(existing, targets, live_targets=live_targets)
     if loaded.issues:
         kept = PolicySet(current.specs, current.disabled, fingerprint(existing))
         return kept, loaded.issues

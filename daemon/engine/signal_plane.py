@@ -18,6 +18,7 @@ from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.sources.gate_source import gate_source
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
 from daemon.sources.nvml_presence import nvml_library_missing
@@ -74,7 +75,8 @@ class SignalPlane:
             self.publisher = mqtt_publisher(mqtt, broker, clock)
             self._stale_after["mqtt"] = mqtt.stale_after_s
         self._window_s = window_s or config.signals.window_s
-        self._targets = tuple(config.target_names())
+        # vLLM instances only: the catalogue's signals are theirs, not a live service's.
+        self._targets = tuple(instance.name for instance in config.vllm)
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:
@@ -154,6 +156,10 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
         )
         sources.append(vllm)
         stale_after[vllm.name] = instance.stale_after_s
+        if instance.gate.enabled:
+            gate = gate_source(instance.name, instance.gate)
+            sources.append(gate)
+            stale_after[gate.name] = instance.gate.stale_after_s
     nvml, host = config.sources.nvml, config.sources.host
     if nvml.enabled and (missing := nvml_library_missing(nvml.library_path or None)):
         log.warning("no NVIDIA driver: NVML signals disabled", extra={"reason": missing})

@@ -21,6 +21,7 @@ class DecisionKind(Enum):
     BLOCKED = "blocked"  # wanted to act; a guard said no (recorded once per guard)
     SHADOW = "shadow"  # would have acted, but the policy is in shadow mode
     ALERT = "alert"  # fires on missing data (assume_bad): tells people, never acts
+    NOTIFY = "notify"  # a notify action: tells people (details: text, channels), never acts
 
 
 @dataclass(frozen=True, slots=True)

@@ -33,7 +33,8 @@ from typing import Any
 
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.expressions import CURRENT, Expression, ExpressionError
-from daemon.policy.spec import NoData, PolicySpec
+from daemon.policy.notify_text import render
+from daemon.policy.spec import NoData, NotifySpec, PolicySpec
 from daemon.policy.state import Phase, PolicyState
 
 # How late a scheduled change may still run: long enough to survive a governor restart.
@@ -71,7 +72,9 @@ def evaluate(
     state, started = _advance(spec, state, view, now, holds=holds, decisions=decisions)
     if state.phase is not Phase.FIRING or not holds:
         return state, decisions
-    evidence = _evidence(spec.when, view, state, now)
+    # Firing began once the condition had held for `for`: count that time too, or the first
+    # action's evidence would say "held for 0 s".
+    evidence = _evidence(spec.when, view, state, now, earlier_s=spec.for_s)
     if no_data:
         if started:
             decisions.append(_decision(spec, view, now, DecisionKind.ALERT, evidence))
@@ -183,11 +186,37 @@ def _attempt(
                 )
             )
         return state.blocked(guard), decisions
+    if spec.action is not None and spec.action.notify is not None:
+        # A notification is paced like a change (once per firing, then per cooldown, within
+        # the budget) but never reaches the planner: it changes nothing.
+        kind = DecisionKind.SHADOW if spec.shadow else DecisionKind.NOTIFY
+        details = _notification(spec, spec.action.notify, view, evidence)
+        decisions.append(_decision(spec, view, now, kind, evidence, details=details))
+        return state.acted(now), decisions
     if spec.shadow:
         decisions.append(_decision(spec, view, now, DecisionKind.SHADOW, evidence, intent))
         return state.acted(now), decisions
     decisions.append(_decision(spec, view, now, DecisionKind.INTENT, evidence, intent))
     return state, decisions
+
+
+def _notification(
+    spec: PolicySpec, notify: NotifySpec, view: TargetView, evidence: Evidence
+) -> dict[str, Any]:
+    """The rendered text and its channels; fields come from the evidence, nothing else.
+
+    ``held_for`` counts the policy's ``for`` too (the evidence does): people read it as how
+    long the trouble lasts.
+    """
+    held = "" if evidence.held_for_s is None else f"{evidence.held_for_s:.0f} s"
+    fields = {
+        **evidence.signals,
+        "policy": spec.name,
+        "target": view.target,
+        "held_for": held,
+        "condition": evidence.condition,
+    }
+    return {"text": render(notify.text, fields), "channels": list(notify.channels)}
 
 
 def _guard(spec: PolicySpec, state: PolicyState, now: float, wall: datetime) -> str | None:
@@ -250,10 +279,20 @@ def _truth(expression: Expression, view: TargetView) -> bool | None:
 
 
 def _evidence(
-    expression: Expression, view: TargetView, state: PolicyState, now: float, note: str = ""
+    expression: Expression,
+    view: TargetView,
+    state: PolicyState,
+    now: float,
+    note: str = "",
+    *,
+    earlier_s: float = 0.0,
 ) -> Evidence:
+    """The condition, the values it read, and how long it has held.
+
+    ``earlier_s`` is how long it had held before the state's phase began.
+    """
     signals = {name: view.signals.get(name) for name in sorted(expression.signals - {CURRENT})}
-    held = None if state.since is None else now - state.since
+    held = None if state.since is None else now - state.since + earlier_s
     return Evidence(expression.source, signals, held, note)
 
 

@@ -26,6 +26,7 @@ from typing import Any
 import cel_expr_python.cel as cel  # noqa: PLR0402 - mypy needs the module path (no py.typed)
 import cel_expr_python.ext.ext_math as ext_math  # noqa: PLR0402 - same
 
+from daemon.policy.knob_signals import KNOB_SIGNALS
 from daemon.sources.catalogue import CATALOGUE
 
 # Series of other sources that policies may read, and the label that keys their map.
@@ -40,12 +41,16 @@ MAP_SIGNALS: Mapping[str, str] = {
     "gpu_xid_errors_total": "gpu",
     "gpu_ecc_uncorrected_errors_total": "gpu",
 }
-SCALAR_SIGNALS = frozenset(CATALOGUE) | {
-    "host_load1",
-    "host_load5",
-    "host_load15",
-    "host_cpu_count",
-}
+SCALAR_SIGNALS = (
+    frozenset(CATALOGUE)
+    | frozenset(KNOB_SIGNALS)
+    | {
+        "host_load1",
+        "host_load5",
+        "host_load15",
+        "host_cpu_count",
+    }
+)
 CURRENT = "current"
 
 _IDENTIFIER = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)")

@@ -8,13 +8,14 @@ shows the broken one in status).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
 from daemon.core.errors import ConfigError, ConfigIssue
+from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB
 from daemon.core.knobs import KNOBS
 from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath, nearest_location
@@ -27,14 +28,18 @@ from daemon.policy.expressions import (
     compile_action,
     compile_condition,
 )
+from daemon.policy.notify_text import template_problems
 from daemon.policy.schedules import cron_times, cron_window
 from daemon.policy.spec import (
+    ALL_TARGETS,
     ActionModel,
     ActionSpec,
     AdmissionModel,
     AdmissionSpec,
     KnobChange,
     NoData,
+    NotifyModel,
+    NotifySpec,
     PolicyModel,
     PolicySpec,
 )
@@ -69,12 +74,16 @@ def load_policies(
     paths: Iterable[Path],
     targets: Iterable[str] | None = None,
     envelopes: Mapping[tuple[str, str], Envelope] | None = None,
+    live_targets: Iterable[str] = (),
 ) -> LoadedPolicies:
     """Load every policy file under ``paths``.
 
-    ``targets`` are the configured instance names, ``envelopes`` their knobs' envelopes: a
+    ``targets`` are the configured target names, ``envelopes`` their knobs' envelopes: a
     constant knob value outside the envelope of a target the policy applies to is an error.
+    ``live_targets`` are those changed live (``[[http_log_level]]``): only ``log_level`` may
+    be set there, and a policy aimed at them alone needs no approval by default.
     """
+    live = frozenset(live_targets)
     files, issues = policy_files(paths)
     known_targets = None if targets is None else frozenset(targets)
     specs: list[PolicySpec] = []
@@ -82,7 +91,7 @@ def load_policies(
     names: dict[str, Path] = {}
     for file in files:
         try:
-            spec = load_policy(file, known_targets, envelopes)
+            spec = load_policy(file, known_targets, envelopes, live)
         except ConfigError as exc:
             issues.extend(exc.issues)
             broken.append(file)
@@ -101,13 +110,14 @@ def load_policy(
     path: Path,
     targets: frozenset[str] | None = None,
     envelopes: Mapping[tuple[str, str], Envelope] | None = None,
+    live_targets: frozenset[str] = frozenset(),
 ) -> PolicySpec:
     """Load one policy file.
 
     Raises:
         ConfigError: every problem found in the file.
     """
-    return _from_document(load_located_yaml(path), targets, envelopes)
+    return _from_document(load_located_yaml(path), targets, envelopes, live_targets)
 
 
 def parse_policy(text: str, path: Path, targets: frozenset[str] | None = None) -> PolicySpec:
@@ -123,12 +133,13 @@ def _from_document(
     document: LocatedDocument,
     targets: frozenset[str] | None,
     envelopes: Mapping[tuple[str, str], Envelope] | None = None,
+    live_targets: frozenset[str] = frozenset(),
 ) -> PolicySpec:
     try:
         model = PolicyModel.model_validate(document.data)
     except ValidationError as exc:
         raise ConfigError(_validation_issues(exc, document)) from None
-    spec = _compile(model, document, targets)
+    spec = _compile(model, document, targets, live_targets)
     issues = _literal_envelope_issues(spec, document, envelopes or {})
     if issues:
         raise ConfigError(issues)
@@ -159,7 +170,10 @@ def _literal_envelope_issues(
 
 
 def _compile(
-    model: PolicyModel, document: LocatedDocument, targets: frozenset[str] | None
+    model: PolicyModel,
+    document: LocatedDocument,
+    targets: frozenset[str] | None,
+    live_targets: frozenset[str] = frozenset(),
 ) -> PolicySpec:
     issues: list[ConfigIssue] = []
 
@@ -173,7 +187,9 @@ def _compile(
 
     when = expression(model.when, ("when",), compile_condition)
     clear = None if model.clear is None else expression(model.clear, ("clear",), compile_condition)
-    action = _action(model.action, document, issues, expression)
+    action = _action(model.action, document, issues, expression, when)
+    if action is not None and model.action is not None and live_targets:
+        action = _live_action(model, action, live_targets, document, issues)
     windows = []
     for index, window in enumerate(model.schedule.windows if model.schedule else ()):
         try:
@@ -192,7 +208,7 @@ def _compile(
         for index, target in enumerate(model.targets):
             if target != "*" and target not in targets:
                 known = ", ".join(sorted(targets)) or "none configured"
-                message = f"unknown target {target!r} (vLLM instances: {known})"
+                message = f"unknown target {target!r} (targets: {known})"
                 issues.append(_issue(document, ("targets", index), message))
     if issues or when is None:
         raise ConfigError(sorted(issues, key=lambda issue: (issue.line, issue.column)))
@@ -216,14 +232,18 @@ def _compile(
 
 
 def _action(
-    model: ActionModel | None, document: LocatedDocument, issues: list[ConfigIssue], expression: Any
+    model: ActionModel | None,
+    document: LocatedDocument,
+    issues: list[ConfigIssue],
+    expression: Any,
+    when: Expression | None,
 ) -> ActionSpec | None:
     if model is None:
         return None
-    if sum(map(bool, (model.set, model.operation, model.veto, model.admission))) != 1:
+    if sum(map(bool, (model.set, model.operation, model.veto, model.admission, model.notify))) != 1:
         message = (
             "an action does exactly one thing: set knobs, run an operation, veto knobs, "
-            "or run an admission controller"
+            "run an admission controller, or notify"
         )
         issues.append(_issue(document, ("action",), message))
         return None
@@ -232,6 +252,8 @@ def _action(
     if model.admission is not None:
         admission = _admission(model.admission, document, issues)
         return None if admission is None else ActionSpec((), None, "auto", admission=admission)
+    if model.notify is not None:
+        return _notify(model.notify, document, issues, when)
     changes = []
     for knob, value in model.set.items():
         compiled = expression(
@@ -244,6 +266,51 @@ def _action(
     restarts = model.operation == "restart" or any(KNOBS[k].restart_required for k in model.set)
     risk = model.risk or ("approval" if restarts else "auto")
     return ActionSpec(tuple(changes), model.operation, risk)
+
+
+def _live_action(
+    model: PolicyModel,
+    action: ActionSpec,
+    live_targets: frozenset[str],
+    document: LocatedDocument,
+    issues: list[ConfigIssue],
+) -> ActionSpec:
+    """A live target takes ``log_level`` only; aimed at live targets alone, risk is auto.
+
+    A policy for every target (``*``) still reaches the vLLM instances, where ``log_level``
+    is a restart: its default risk stays approval, and the gate refuses any vLLM-only knob on
+    a live target.
+    """
+    assert model.action is not None
+    for index, target in enumerate(model.targets):
+        if target not in live_targets:
+            continue
+        wrong = [k for k in model.action.set if k != LOG_LEVEL_KNOB]
+        if wrong or model.action.operation:
+            what = ", ".join(wrong) or f"operation {model.action.operation}"
+            message = f"{target} is a live log-level target: it takes log_level only, not {what}"
+            issues.append(_issue(document, ("targets", index), message))
+    aimed_at_live = ALL_TARGETS not in model.targets and set(model.targets) <= live_targets
+    if aimed_at_live and model.action.risk is None and action.changes:
+        return replace(action, risk="auto")  # a live change restarts nothing
+    return action
+
+
+def _notify(
+    model: NotifyModel,
+    document: LocatedDocument,
+    issues: list[ConfigIssue],
+    when: Expression | None,
+) -> ActionSpec | None:
+    """A notification only tells people: it is never a change, so its risk is always auto."""
+    signals = set() if when is None else when.signals
+    problems = template_problems(model.text, signals)
+    for problem in problems:
+        issues.append(_issue(document, ("action", "notify", "text"), problem))
+    if problems:
+        return None
+    spec = NotifySpec(model.text, tuple(dict.fromkeys(model.channels)))
+    return ActionSpec((), None, "auto", notify=spec)
 
 
 def _admission(

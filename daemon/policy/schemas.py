@@ -29,7 +29,8 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             (),
         ),
         "targets": (
-            'vLLM instances (config.toml [[vllm]] names) it watches; "*" is every instance.',
+            "Targets it watches: config.toml [[vllm]] instances and [[http_log_level]] "
+            'services, by name; "*" is every target.',
             (["main"], ["*"]),
         ),
         "when": (
@@ -77,10 +78,26 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "stops firing, the cap goes back to max-num-seqs.",
             ({"controller": "slo-band", "every": "2s", "min_cap": 4},),
         ),
+        "notify": (
+            "Only tell people: a message when the policy fires (and again each cooldown while "
+            "it fires), never a change. Its text may name the signals `when` reads.",
+            ({"text": "KV cache at {kv_usage} on {target}", "channels": ["mqtt", "slack"]},),
+        ),
         "risk": (
             "auto: applied by the governor; approval: a person approves it first. Default: "
             "approval for restarts and restart-required knobs, else auto.",
             ("approval",),
+        ),
+    },
+    "NotifyModel": {
+        "text": (
+            "The message. {name} is replaced by the value of a signal `when` reads, or of "
+            "policy, target, held_for, condition; nothing is evaluated. {{ and }} write braces.",
+            ("KV cache at {kv_usage} on {target} for {held_for}",),
+        ),
+        "channels": (
+            "Where it goes: mqtt (an event on the governor's events topic), slack.",
+            (["mqtt", "slack"],),
         ),
     },
     "AdmissionModel": {

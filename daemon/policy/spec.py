@@ -17,6 +17,7 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
       # or: veto: [max_num_seqs]   (while this fires, no policy may move these the unsafe way)
       # or: admission: {controller: slo-band, every: 2s, min_cap: 4}
       #                            (while this fires, a fast loop moves the admission cap)
+      # or: notify: {text: "KV at {kv_usage}", channels: [mqtt, slack]}   (only tells people)
     cooldown: 30m                  # at most one action per cooldown while it keeps firing
     budget_per_hour: 2
     mode: active                   # shadow: decide and record, never act
@@ -103,6 +104,13 @@ class AdmissionModel(_Model):
         return value
 
 
+class NotifyModel(_Model):
+    """A message to people when the policy fires (and again each cooldown while it fires)."""
+
+    text: Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+    channels: Annotated[tuple[Literal["mqtt", "slack"], ...], Field(min_length=1)] = ("mqtt",)
+
+
 class ActionModel(_Model):
     """What the policy does when it fires."""
 
@@ -110,6 +118,7 @@ class ActionModel(_Model):
     operation: Literal["restart"] | None = None
     veto: tuple[str, ...] = ()
     admission: AdmissionModel | None = None
+    notify: NotifyModel | None = None
     risk: Literal["auto", "approval"] | None = None
 
     @field_validator("veto")
@@ -200,6 +209,15 @@ class ActionSpec:
     risk: str  # "auto" or "approval"
     vetoes: tuple[str, ...] = ()  # knobs no policy may move the unsafe way while this fires
     admission: AdmissionSpec | None = None  # a fast loop on the admission cap while this fires
+    notify: NotifySpec | None = None  # a message to people instead of a change
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySpec:
+    """A validated ``notify`` action: its template (fields checked) and where it goes."""
+
+    text: str
+    channels: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 A view holds only values fit to act on (state ``ok``): a stale or missing signal is simply
 absent, which evaluation reads as "no data". Per-target vLLM signals come from the row for the
 whole server (not per engine); host and GPU series become maps keyed by their identifying
-label; other host-wide scalars (load) are shared by every target.
+label; other host-wide scalars (load) are shared by every target. Signals computed from a
+signal and a knob (``gate_cap_share``, :mod:`daemon.policy.knob_signals`) are added last.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from daemon.policy.evaluate import TargetView
 from daemon.policy.expressions import MAP_SIGNALS, SCALAR_SIGNALS
+from daemon.policy.knob_signals import with_knob_signals
 from daemon.sources.view import OK, SignalRow
 
 
@@ -37,6 +39,10 @@ def target_views(
             shared[row.name] = row.value
     known = knobs or {}
     return {
-        target: TargetView(target, {**shared, **signals}, dict(known.get(target, {})))
+        target: TargetView(
+            target,
+            with_knob_signals({**shared, **signals}, known.get(target, {})),
+            dict(known.get(target, {})),
+        )
         for target, signals in per_target.items()
     }

@@ -7,6 +7,9 @@ available for everything else.
 
 ``tpot_p95_s`` is the inter-token latency quantile: vLLM's ``time_per_output_token`` was
 renamed ``inter_token_latency``, and the SLO (TPOT P95 < 100 ms) is per token.
+
+``gate_*`` read the admission gate in front of the instance (HAProxy, through the HAProxy
+source configured by ``[vllm.gate]``); they have no data for an instance without a gate.
 """
 
 from __future__ import annotations
@@ -76,6 +79,20 @@ CATALOGUE: Mapping[str, CatalogueEntry] = {
             finished_reason="abort",
         ),
         _derived("rejections_per_s", "vllm_admission_rejections_per_s", "Admission refusals/s"),
+        # The admission gate (HAProxy) in front of the instance, read by its HAProxy source.
+        _gauge("gate_cap", "haproxy_server_maxconn", "Admission cap at the gate (maxconn)"),
+        _gauge("gate_in_flight", "haproxy_sessions_current", "Requests past the gate, in vLLM"),
+        _gauge("gate_queue", "haproxy_queue_current", "Requests queued at the gate"),
+        _gauge(
+            "gate_queue_time_s",
+            "haproxy_queue_time_seconds",
+            "Wait at the gate, seconds (HAProxy's average over its last 1024 requests)",
+        ),
+        _derived(
+            "gate_refusals_per_s",
+            "haproxy_backend_5xx_per_s",
+            "The gate's backend 5xx per second: its 503s on queue timeouts, SLO misses",
+        ),
         *[
             _derived(f"{short}_p{p}_s", f"vllm_{long}_p{p}_s", f"{what}, p{p}, seconds")
             for short, long, what in [

@@ -77,6 +77,11 @@ DERIVED_SIGNALS: Mapping[str, DerivedSignal] = {
             "vllm_admission_rejections_total",
             "Requests refused by vLLM's admission limits per second",
         ),
+        _rate(
+            "haproxy_backend_5xx_per_s",
+            "haproxy_backend_http_5xx_total",
+            "5xx answers of an HAProxy backend per second, its own 503s (queue timeouts) included",
+        ),
         *_quantiles("vllm_ttft", "vllm_ttft_seconds", "Time to first token"),
         *_quantiles("vllm_itl", "vllm_itl_seconds", "Inter-token latency (TPOT)"),
         *_quantiles("vllm_e2e", "vllm_e2e_seconds", "End-to-end request latency"),

@@ -24,9 +24,10 @@ import asyncio
 import logging
 import math
 import uuid
+from collections.abc import Callable
 
 from simulator.engine import Engine, Phase
-from simulator.requests import Outcome, RejectReason, Request
+from simulator.requests import FinishedRequest, Outcome, RejectReason, Request
 from simulator.server.clock import LoopClock
 from simulator.server.metrics import VllmMetrics
 from simulator.server.tickets import Ticket
@@ -64,6 +65,8 @@ class RealTimeDriver:
         self.steps = 0
         self.busy_s = 0.0
         self.given_up_s = 0.0
+        # Told of every request that ends, rejected ones included (``--summary``).
+        self.on_finished: Callable[[FinishedRequest], None] | None = None
 
     # -- what clients and /metrics see -------------------------------------------------
 
@@ -208,6 +211,8 @@ class RealTimeDriver:
         """Hand ended requests to their tickets and the metrics."""
         metrics = self._metrics
         for record in self.engine.take_finished():
+            if self.on_finished is not None:
+                self.on_finished(record)
             request_id = record.request_id
             if record.outcome is Outcome.REJECTED:
                 if request_id in self._rejections:

@@ -34,6 +34,7 @@ class ServeOptions:
         load_origin: Unix time of the workload's time 0 (default: when the server is ready).
         loading_s: How long the port stays closed at start (default: the profile's restart
             time at these settings).
+        summary: Where to append this process's summary line on exit, or None.
     """
 
     config: Path
@@ -44,6 +45,7 @@ class ServeOptions:
     load_seed: int | None = None
     load_origin: float | None = None
     loading_s: float | None = None
+    summary: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +61,7 @@ class ServePlan:
         arrivals: The workload to replay (empty without ``--load``).
         load_name: The workload's name for the log, or None.
         load_origin: As in :class:`ServeOptions`.
+        summary: As in :class:`ServeOptions`.
     """
 
     profile: EngineProfile
@@ -69,6 +72,7 @@ class ServePlan:
     arrivals: list[Arrival]
     load_name: str | None
     load_origin: float | None
+    summary: Path | None = None
 
 
 def resolve(options: ServeOptions) -> ServePlan:
@@ -103,6 +107,7 @@ def resolve(options: ServeOptions) -> ServePlan:
         arrivals=arrivals,
         load_name=load_name,
         load_origin=options.load_origin,
+        summary=options.summary,
     )
 
 

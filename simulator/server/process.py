@@ -34,6 +34,7 @@ from simulator.server.load_replay import LoadTally, replay
 from simulator.server.metrics import VllmMetrics
 from simulator.server.options import ServePlan
 from simulator.server.routes import VllmApi
+from simulator.server.run_summary import RunLedger, append_summary, summary_line
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -55,6 +56,8 @@ async def _serve(plan: ServePlan) -> int:
         loop.add_signal_handler(signum, _on_signal, signum, stop)
     if await _stopped_while_loading(plan, stop):
         log.info("stopped while loading")
+        if plan.summary is not None:
+            _append(plan, _settings_of(plan), None, ledger=RunLedger(), preemptions=0, load=None)
         return EXIT_OK
     clock = LoopClock(loop)
     engine = Engine(plan.profile, plan.settings, now=clock.now())
@@ -64,9 +67,12 @@ async def _serve(plan: ServePlan) -> int:
         metrics = VllmMetrics(engine, clock, created=time.time())
         registry.register(metrics)
     driver = RealTimeDriver(engine, clock, metrics)
+    ledger = RunLedger()
+    driver.on_finished = ledger.observe
     runner = await _listen(plan, VllmApi(driver, registry, plan.settings.served_model_name))
     if runner is None:
         return EXIT_FAILURE
+    ready_at = time.time()
     tally = LoadTally(total=len(plan.arrivals))
     failed = False
     try:
@@ -79,6 +85,8 @@ async def _serve(plan: ServePlan) -> int:
         log.error("the server failed; exiting")
         return EXIT_FAILURE
     _log_summary(driver, engine, tally)
+    if plan.summary is not None:
+        _write_summary(plan, driver, ledger, tally, ready_at)
     return EXIT_OK
 
 
@@ -186,6 +194,62 @@ def _registry() -> CollectorRegistry:
     PlatformCollector(registry=registry)
     GCCollector(registry=registry)
     return registry
+
+
+def _write_summary(
+    plan: ServePlan, driver: RealTimeDriver, ledger: RunLedger, tally: LoadTally, ready_at: float
+) -> None:
+    """Append this process's line to ``--summary`` (see :mod:`simulator.server.run_summary`)."""
+    assert plan.summary is not None
+    totals = driver.engine.lifetime_totals(driver.clock.now())
+    load = None
+    if plan.arrivals:
+        handled = tally.submitted + tally.rejected.total()
+        load = {
+            "name": plan.load_name,
+            "total": tally.total,
+            "first": tally.missed,
+            "next": tally.missed + handled,
+            "submitted": tally.submitted,
+            "rejected": dict(tally.rejected),
+        }
+    _append(
+        plan, _settings_of(plan), ready_at, ledger=ledger, preemptions=totals.preemptions, load=load
+    )
+
+
+def _settings_of(plan: ServePlan) -> dict[str, Any]:
+    settings = plan.settings
+    return {
+        "max_num_seqs": settings.max_num_seqs,
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "num_gpu_blocks": settings.num_gpu_blocks,
+    }
+
+
+def _append(
+    plan: ServePlan,
+    settings: dict[str, Any],
+    ready_at: float | None,
+    *,
+    ledger: RunLedger,
+    preemptions: int,
+    load: dict[str, Any] | None,
+) -> None:
+    """Append one line to ``--summary``; a process stopped while loading has ``ready_at`` None."""
+    assert plan.summary is not None
+    line = summary_line(
+        ledger,
+        settings=settings,
+        ready_at=ready_at,
+        stopped_at=time.time(),
+        preemptions=preemptions,
+        load=load,
+    )
+    try:
+        append_summary(plan.summary, line)
+    except OSError as exc:
+        log.error("cannot write the summary to %s: %s", plan.summary, exc)  # noqa: TRY400
 
 
 def _log_summary(driver: RealTimeDriver, engine: Engine, tally: LoadTally) -> None:

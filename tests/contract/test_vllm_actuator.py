@@ -205,7 +205,12 @@ async def test_a_server_that_fails_to_start_is_reverted_and_serves_again(short_t
         result = await actuator.apply(instance, request({"max_num_seqs": 128}, {"max_num_seqs": 8}))
         assert result.state == REVERTED, result.outcome
         assert result.quarantine
-        assert "restart command failed" in result.outcome
+        # supervisord reports the failed start when the sim dies within startsecs (3 s); on a
+        # loaded machine its interpreter can take longer to refuse the flags, the restart then
+        # "succeeds" and the server is simply never ready. Either way the new config failed.
+        assert "restart command failed" in result.outcome or "not ready" in result.outcome, (
+            result.outcome
+        )
         steps = steps_of(journal, result.entry_id)
         assert steps[:5] == FORWARD[:5]
         assert steps[5:] == [

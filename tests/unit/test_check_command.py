@@ -105,7 +105,7 @@ def test_expressions_and_targets_are_checked_after_the_shape(
     assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 1
     where = tmp_path / "p.yaml"
     assert capsys.readouterr().out.splitlines() == [
-        f"{where}:2:17: targets.1: unknown target 'nope' (vLLM instances: main)",
+        f"{where}:2:17: targets.1: unknown target 'nope' (targets: envoy, main)",
         f"{where}:3:1: when: found no matching overload for '_>_' applied to '(double, int)'; "
         "signals are doubles: write thresholds with a decimal point (100.0, not 100) "
         "(expression column 9)",

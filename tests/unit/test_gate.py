@@ -31,15 +31,18 @@ def test_intents_go_to_the_actuator_to_approval_or_are_blocked_with_a_reason() -
             intent(target="obs"),
             intent(policy="bad"),
             intent(operation="restart"),
+            intent(operation="reboot"),
         ],
         instances,
         {("bad", "main"): "its last change was reverted"},
         actuated=True,
     )
-    [(server, request)] = routing.auto
+    [(server, request), (_, restart)] = routing.auto
     assert server is ACTUATED
     assert request.changes == {"max_num_seqs": 16.0}
+    assert request.operation is None
     assert request.reason == "p: waiting > 2.0 held for 30 s"
+    assert restart.operation == "restart"
     assert [proposal.risk for proposal in routing.proposals] == ["approval"]
     assert [(d.policy, d.target, d.guard) for d in routing.blocked] == [
         ("p", "obs", "not_actuated"),

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 
-from daemon.core.actuation import ChangeRequest
 from daemon.core.errors import ChangeInFlight
 from daemon.engine.journal_store import SqliteJournal
 
@@ -52,20 +51,11 @@ def test_one_open_change_per_server_survives_a_reopened_database(tmp_path: Path)
     journal.close()
 
 
-def test_refusals_quarantine_and_proposals_are_kept(tmp_path: Path) -> None:
+def test_refusals_and_quarantine_are_kept(tmp_path: Path) -> None:
     journal = SqliteJournal(tmp_path / "state.sqlite3", FixedClock())
     refused = journal.record("main", "p", state="refused", outcome="frozen", plan={}, timings={})
     assert refused.state == "refused"
     assert journal.open_entry("main") is None
     journal.quarantine("p", "main", "reverted: ttft worse", refused.id)
     assert journal.quarantined() == {("p", "main"): "reverted: ttft worse"}
-    proposal = journal.propose(
-        ChangeRequest(
-            "main", "p", {"max_num_seqs": 16}, {"max_num_seqs": 8}, "why", risk="approval"
-        )
-    )
-    [listed] = journal.proposals()
-    assert listed["id"] == proposal
-    assert listed["state"] == "proposed"
-    assert listed["changes"] == {"max_num_seqs": 16}
     journal.close()

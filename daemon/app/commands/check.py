@@ -37,6 +37,7 @@ def main(args: argparse.Namespace) -> int:
     policy_paths: list[Path] = list(args.policies)
     targets: list[str] | None = None
     envelopes = None
+    live_targets: list[str] = []
     try:
         config = load_config(args.config)
     except ConfigError as exc:
@@ -44,10 +45,11 @@ def main(args: argparse.Namespace) -> int:
     else:
         targets = config.target_names()
         envelopes = config.envelopes()
+        live_targets = config.live_target_names()
         if not policy_paths:
             policy_paths = [path for path in config.governor.policy_dirs if path.exists()]
     files, _ = policy_files(policy_paths)
-    loaded = load_policies(policy_paths, targets, envelopes)
+    loaded = load_policies(policy_paths, targets, envelopes, live_targets)
     issues.extend(loaded.issues)
     checked = 1 + len(files)
     for issue in issues:

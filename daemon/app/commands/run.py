@@ -71,10 +71,20 @@ def main(args: argparse.Namespace) -> int:
 async def _serve(
     loaded: LoadedConfig, clock: SystemClock, notifier: SystemdNotifier, secrets: GovernorSecrets
 ) -> int:
+    from actuators.haproxy.actuator import HaproxyActuator
+    from actuators.http_log_level.actuator import HttpLogLevelActuator
     from actuators.vllm.actuator import VllmActuator
     from daemon.engine.governor import Governor
 
-    governor = Governor(loaded, clock, notifier, secrets, actuator_factory=VllmActuator)
+    governor = Governor(
+        loaded,
+        clock,
+        notifier,
+        secrets,
+        actuator_factory=VllmActuator,
+        gate_actuator_factory=HaproxyActuator,
+        log_level_factory=HttpLogLevelActuator,
+    )
     deadline_s = loaded.config.governor.shutdown_deadline_s
     loop = asyncio.get_running_loop()
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from daemon.app.commands import sim_supervise
 from daemon.app.defaults import EXIT_CONFIG, EXIT_OK
 from simulator.shipped import DEFAULT_HOST, DEFAULT_PORT, shipped_profiles
 
@@ -28,6 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     commands = parser.add_subparsers(title="sim commands", metavar="SIM_COMMAND")
     _register_run(commands)
     _register_serve(commands)
+    # The demo's stand-in for systemd: keep one `sim serve` alive, restart it on request.
+    sim_supervise.register(commands)
 
 
 def _register_run(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -103,6 +106,13 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         metavar="SECONDS",
         help="seconds the port stays closed at start (default: the profile's restart time)",
     )
+    parser.add_argument(
+        "--summary",
+        type=Path,
+        metavar="PATH",
+        help="on exit, append one JSON line to PATH: this process's requests by outcome, "
+        "those that met the SLO, preemptions and its share of the --load workload",
+    )
     parser.set_defaults(main=serve_main)
 
 
@@ -121,6 +131,7 @@ def serve_main(args: argparse.Namespace) -> int:
         load_seed=args.load_seed,
         load_origin=args.load_origin,
         loading_s=args.loading_s,
+        summary=args.summary,
     )
     try:
         plan = resolve(options)

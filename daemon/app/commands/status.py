@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.app.commands.gate_status import gate_lines
 from daemon.app.control_client import call_daemon
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.core.errors import ConfigError, ControlError
@@ -98,6 +99,7 @@ def render(status: dict[str, Any]) -> str:
                 f"  {_time(decision['at'])} {decision['policy']} on {decision['target']}: "
                 f"{decision['kind']}{guard}"
             )
+    lines.extend(gate_lines(status))
     lines.extend(_changes(status))
     return "\n".join(lines)
 

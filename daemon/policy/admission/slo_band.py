@@ -12,14 +12,25 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
 - **Cut** when the pressure is above 1, by the gradient ``1 / pressure`` (between x0.5 and
   x0.9), applied to what is *in flight*, not to the cap: a cap far above the load binds
   nothing, and cutting it by 10% would take many ticks to matter. A 3x burst that breaks the
-  SLO is therefore capped within one tick. A second cut waits ``cut_dwell_s`` (the latency
-  windows still hold requests admitted before the cut) and comes only if the pressure has
-  stopped easing, so the lag of the quantiles does not drive the cap to its floor.
+  SLO is therefore capped within one tick. A further cut waits ``cut_dwell_s`` and comes only
+  if the pressure has stopped easing.
+- **Settle**: the latency quantiles cover the last ``settle_s`` (the 60 s signal window) of
+  completed requests, so for that long after a cut they still show requests admitted before
+  it. Cutting on them again and again would drive the cap to its floor (a 1.2x burst did, on
+  the proof benchmark: 359 in flight to 4 in 40 s, then 503s for minutes). So within
+  ``settle_s`` of the first cut of an episode the cap goes no lower than ``max_cut`` of what
+  was in flight then: one halving per window at most, the concurrency that keeps vLLM's
+  throughput. A new window allows another halving if the pressure still says so.
 - **Grow** when the pressure is below ``low_water`` (a hysteresis band, so the cap does not
   flap around the target) and there is demand at the gate (requests queued, refused by the
   queue timeout, or as many in flight as the cap allows): by the queue length, at most
-  ``max_growth`` of the cap per step and one step per ``grow_dwell_s``. Without demand the cap
-  stays where it is: latency measured on a light load says nothing about a heavier one.
+  ``max_growth`` of the cap per step and one step per ``grow_dwell_s``, and not within
+  ``settle_s`` of a cut: until the window shows only requests admitted under the cut, a low
+  pressure says nothing about the old cap. Growth is paced to the window (10% per 5 s, about
+  3x a minute) because the pressure shows a raise only a window later; a faster growth
+  overshoots and is cut again, the oscillation the proof's first run showed (4 <-> ~250).
+  Without demand the cap stays where it is: latency measured on a light load says nothing
+  about a heavier one.
 - **Hold** otherwise, and whenever a signal it needs is stale or missing.
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
@@ -53,11 +64,15 @@ class SloBandState:
         last_grow_at: When it last raised the cap, or None.
         pressure_ref: The pressure at the last cut, lowered while it eases; a further cut
             needs the pressure to stop easing below it.
+        episode_at: When the first cut of the current settle window came, or None.
+        episode_floor: The lowest cap of that window (``max_cut`` of what was in flight).
     """
 
     last_cut_at: float | None = None
     last_grow_at: float | None = None
     pressure_ref: float | None = None
+    episode_at: float | None = None
+    episode_floor: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,10 +86,13 @@ class SloBand:
         tpot_target_s: TPOT p95 budget.
         preemption_limit_per_s: Preemptions per second that count as full pressure.
         low_water: Pressure below which the cap may grow (0-1).
-        max_cut: Deepest cut in one step, as a factor (0.5: halve at most).
+        max_cut: Deepest cut in one settle window, as a factor of what was in flight at its
+            first cut (0.5: halve at most).
         max_growth: Largest growth in one step, as a share of the cap (at least 1).
         cut_dwell_s: Least time between two cuts.
-        grow_dwell_s: Least time between two raises, and after a cut before a raise.
+        grow_dwell_s: Least time between two raises.
+        settle_s: The latency signals' window: the cuts of one window go no deeper than
+            ``max_cut`` together, and a raise waits this long after a cut.
         easing: A pressure below ``easing * pressure_ref`` is still easing: no further cut.
     """
 
@@ -94,9 +112,10 @@ class SloBand:
     preemption_limit_per_s: float = 0.5
     low_water: float = 0.6
     max_cut: float = 0.5
-    max_growth: float = 0.25
+    max_growth: float = 0.1
     cut_dwell_s: float = 5.0
-    grow_dwell_s: float = 2.0
+    grow_dwell_s: float = 5.0
+    settle_s: float = 60.0
     easing: float = 0.9
 
     def __post_init__(self) -> None:
@@ -105,7 +124,7 @@ class SloBand:
         if min(positive) <= 0 or not 0 < self.low_water < 1 or not 0 < self.max_cut < 0.9:
             message = "slo-band needs positive targets, 0 < low_water < 1 and 0 < max_cut < 0.9"
             raise ValueError(message)
-        if self.max_growth <= 0 or min(self.cut_dwell_s, self.grow_dwell_s) < 0:
+        if self.max_growth <= 0 or min(self.cut_dwell_s, self.grow_dwell_s, self.settle_s) < 0:
             message = "slo-band needs max_growth > 0 and non-negative dwell times"
             raise ValueError(message)
 
@@ -120,19 +139,30 @@ class SloBand:
         known = signals.known(self.needs)
         if known is None:
             return hold_without(state, signals.missing(self.needs))
-        cap = known["cap"]
         pressure, worst = self._pressure(known)
         if pressure > 1:
             return self._cut(state, known, pressure, worst, now)
         if pressure >= self.low_water:
             return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
+        return self._grow(state, known, signals, pressure, now)
+
+    def _grow(
+        self,
+        state: SloBandState,
+        known: dict[str, float],
+        signals: AdmissionSignals,
+        pressure: float,
+        now: float,
+    ) -> Step[SloBandState]:
+        cap = known["cap"]
         refused = signals.gate_refusals_per_s or 0.0  # optional: more evidence of demand
         demand = known["queued"] > 0 or refused > 0 or known["in_flight"] >= cap
         if not demand:
             return hold(state, f"no demand at the gate (pressure {pressure:.2f})")
-        changes = [at for at in (state.last_grow_at, state.last_cut_at) if at is not None]
-        if changes and now - max(changes) < self.grow_dwell_s:
-            return hold(state, "waiting for the last change to show")
+        if state.last_cut_at is not None and now - state.last_cut_at < self.settle_s:
+            return hold(state, "settling: the window still holds requests from before the cut")
+        if state.last_grow_at is not None and now - state.last_grow_at < self.grow_dwell_s:
+            return hold(state, "waiting for the last raise to show")
         growth = max(1.0, min(known["queued"], self.max_growth * cap))
         grown = replace(state, last_grow_at=now)
         reason = f"pressure {pressure:.2f} < {self.low_water}, {known['queued']:g} queued"
@@ -164,8 +194,18 @@ class SloBand:
         cap = known["cap"]
         factor = max(self.max_cut, min(0.9, 1 / pressure))
         base = min(cap, known["in_flight"])
-        cut = replace(state, last_cut_at=now, pressure_ref=pressure)
+        episode = state.episode_at is not None and now - state.episode_at < self.settle_s
+        floor = state.episode_floor if episode else self.max_cut * base
+        if episode and cap <= floor:
+            return hold(state, f"{worst} over budget; cut to this window's floor {floor:g}")
+        cut = replace(
+            state,
+            last_cut_at=now,
+            pressure_ref=pressure,
+            episode_at=state.episode_at if episode else now,
+            episode_floor=floor,
+        )
         reason = f"{worst} at {pressure:.2f}x its budget: x{factor:.2f} of {base:g} in flight"
         # Never raise on a cut: with few requests in flight the product can exceed the cap.
-        target = min(cap - 1, base * factor)
+        target = min(cap - 1, max(base * factor, floor))
         return decide(cut, cap, target, reason, min_cap=self.min_cap, max_cap=self.max_cap)

@@ -37,7 +37,7 @@ from daemon.policy.expressions import MAP_SIGNALS, SCALAR_SIGNALS
 DEFAULT_START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # a Monday, noon
 EXTRA_KINDS = ("applied", "proposed")  # what the simulated actuator adds to DecisionKind
 KIND_NAMES = Literal[
-    "fired", "resolved", "intent", "blocked", "shadow", "alert", "applied", "proposed"
+    "fired", "resolved", "intent", "blocked", "shadow", "alert", "notify", "applied", "proposed"
 ]
 KNOB_NAMES: dict[str, Any] = {"propertyNames": {"enum": sorted(KNOBS)}}
 SIGNAL_NAMES: dict[str, Any] = {

@@ -25,6 +25,7 @@ from typing import Any
 
 from daemon.policy.decisions import Decision, Evidence
 from daemon.policy.evaluate import TargetView
+from daemon.policy.knob_signals import with_knob_signals
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.testing.suites import Approval, Case, SignalValues, Suite
@@ -107,7 +108,8 @@ def _view(world: _World, target: str, index: int) -> TargetView:
         value = _value_at(values, index)
         if value is not None:
             signals[name] = value
-    return TargetView(target, signals, dict(world.knobs[target]))
+    knobs = dict(world.knobs[target])
+    return TargetView(target, with_knob_signals(signals, knobs), knobs)
 
 
 def _value_at(values: SignalValues, index: int) -> float | dict[str, float] | None:

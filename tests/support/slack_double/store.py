@@ -61,6 +61,7 @@ class MessageStore:
     def __init__(self) -> None:
         self.messages: dict[tuple[str, str], Message] = {}
         self.ephemerals: list[Ephemeral] = []
+        self.groups: dict[str, set[str]] = {}  # user-group id -> member user ids
         self._serial = itertools.count(1)
 
     def next_ts(self) -> str:

@@ -86,6 +86,8 @@ class WebApi:
             "chat.update": self._update,
             "chat.postEphemeral": self._post_ephemeral,
             "apps.connections.open": self._connections_open,
+            "conversations.history": self._history,
+            "usergroups.users.list": self._group_users,
         }
 
     def call(self, method: str, args: dict[str, Any]) -> Answer:
@@ -146,6 +148,26 @@ class WebApi:
 
     def _connections_open(self, args: dict[str, Any]) -> Answer:
         return {"ok": True, "url": self._connections_url()}
+
+    def _history(self, args: dict[str, Any]) -> Answer:
+        # Top-level messages only, newest first; metadata only when asked for, as Slack does.
+        channel = _channel(args)
+        limit = int(args.get("limit") or 100)
+        with_metadata = str(args.get("include_all_metadata", "")).lower() in ("true", "1")
+        found = [m for m in reversed(self._store.in_channel(channel)) if m.thread_ts is None]
+        shown = []
+        for message in found[:limit]:
+            answer = _shown(message)
+            if with_metadata and message.metadata is not None:
+                answer["metadata"] = message.metadata
+            shown.append(answer)
+        return {"ok": True, "messages": shown, "has_more": len(found) > limit}
+
+    def _group_users(self, args: dict[str, Any]) -> Answer:
+        members = self._store.groups.get(str(args.get("usergroup", "")))
+        if members is None:
+            raise ApiError("no_such_subteam")
+        return {"ok": True, "users": sorted(members)}
 
 
 def _channel(args: dict[str, Any]) -> str:

@@ -51,6 +51,13 @@ def test_pack_defaults_are_conservative() -> None:
         assert action is not None, f"{spec.name} does nothing"
         if action.vetoes:
             continue
+        if action.admission is not None:
+            # The live lever: no restart, so no window or approval; bounded and never shadowed
+            # away by accident (it steers only a gate the operator configured).
+            assert action.admission.min_cap >= 1, f"{spec.name} may close the gate"
+            assert action.admission.interval_s >= 1, f"{spec.name} steps faster than the gate"
+            assert not action.changes, f"{spec.name} mixes the live lever with a restart"
+            continue
         # Every change of the pack restarts vLLM: automatic only inside a window, in shadow.
         if action.risk == "auto":
             assert spec.windows, f"{spec.name} acts automatically at any time"

@@ -164,7 +164,8 @@ def test_intent_carries_current_desired_value_and_evidence() -> None:
     assert intent.intent.current == {"max_num_seqs": 256.0}
     assert intent.intent.risk == "approval"  # max_num_seqs needs a restart
     assert intent.evidence.signals == {"preemptions_per_s": 2.0, "ttft_p95_s": 5.0}
-    assert intent.evidence.held_for_s == 0.0
+    # Bad since t=0; it fires and acts at t=120 s: the evidence says so, not "held for 0 s".
+    assert intent.evidence.held_for_s == 120.0
 
 
 def test_fresh_data_alone_can_settle_an_or() -> None:

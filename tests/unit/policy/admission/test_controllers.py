@@ -144,8 +144,8 @@ BAND = SloBand(min_cap=4, max_cap=256)
         (at(cap=256, in_flight=100, preemptions_per_s=3.0), 50, "preemptions"),
         (at(cap=40, in_flight=200, ttft_p95_s=2.0), 20, "ttft_p95"),  # in flight above the cap
         (at(cap=6, in_flight=6, ttft_p95_s=4.0), 4, "ttft_p95"),  # floor
-        (at(cap=50, in_flight=50, queued=10), 60, "10 queued"),  # room: grow by the queue
-        (at(cap=40, in_flight=40, queued=100), 50, "100 queued"),  # by 25% of the cap at most
+        (at(cap=50, in_flight=50, queued=3), 53, "3 queued"),  # room: grow by the queue
+        (at(cap=40, in_flight=40, queued=100), 44, "100 queued"),  # by 10% of the cap at most
         (at(cap=250, in_flight=250, queued=100), 256, "queued"),  # never above max-num-seqs
         (at(cap=50, in_flight=30, gate_refusals_per_s=0.5), 51, "0 queued"),  # refusals: demand
         (at(cap=50, in_flight=30), None, "no demand"),
@@ -159,28 +159,57 @@ def test_slo_band(signals: AdmissionSignals, cap: int | None, why: str) -> None:
 
 
 def test_slo_band_waits_for_a_cut_to_show_and_cuts_again_only_if_it_does_not_ease() -> None:
-    breach = at(cap=256, in_flight=100, ttft_p95_s=2.0)
+    breach = at(cap=256, in_flight=100, ttft_p95_s=1.6)
     state, cap, _ = BAND.step(BAND.initial_state(), breach, 0.0)
-    assert cap == 50
-    breach = at(cap=50, in_flight=50, ttft_p95_s=2.0)
+    assert cap == 62  # x(1/1.6) of 100
+    breach = at(cap=62, in_flight=62, ttft_p95_s=1.6)
     assert BAND.step(state, breach, 4.0).cap is None  # within cut_dwell_s
-    eased = BAND.step(state, replace(breach, ttft_p95_s=1.5), 6.0)
+    eased = BAND.step(state, replace(breach, ttft_p95_s=1.2), 6.0)
     assert eased.cap is None
     assert "easing" in eased.reason
-    assert eased.state.pressure_ref == pytest.approx(1.5)
-    stuck = BAND.step(eased.state, replace(breach, ttft_p95_s=1.45), 7.0)
-    assert stuck.cap == 34  # 1.45 is not 10% better than 1.5: x(1/1.45) of 50
+    assert eased.state.pressure_ref == pytest.approx(1.2)
+    stuck = BAND.step(eased.state, replace(breach, ttft_p95_s=1.15), 7.0)
+    assert stuck.cap == 53  # 1.15 is not 10% better than 1.2: x(1/1.15) of 62
     assert stuck.state.last_cut_at == 7.0
 
 
-def test_slo_band_grows_one_step_per_dwell_and_not_right_after_a_cut() -> None:
+def test_slo_band_cuts_at_most_by_half_per_window_while_the_window_lags() -> None:
+    # The latency window still shows requests admitted before the cut: the pressure stays at
+    # 2x, yet within one settle window the cap goes no lower than half of the first in-flight.
+    band = SloBand(min_cap=4, max_cap=1024)
+    breach = at(cap=1024, in_flight=360, ttft_p95_s=2.0)
+    state, cap, _ = band.step(band.initial_state(), breach, 0.0)
+    assert cap == 180
+    floor = band.step(state, replace(breach, cap=180, in_flight=180), 10.0)
+    assert floor.cap is None
+    assert "floor 180" in floor.reason
+    # A new window: the pressure still says so, another halving of what is in flight.
+    again = band.step(state, replace(breach, cap=180, in_flight=180), 61.0)
+    assert again.cap == 90
+    assert again.state.episode_at == 61.0
+
+
+def test_slo_band_floor_holds_between_a_gentle_first_cut_and_a_deeper_second() -> None:
+    band = SloBand(min_cap=4, max_cap=1024)
+    state, cap, _ = band.step(band.initial_state(), at(cap=1024, in_flight=300, ttft_p95_s=1.1), 0)
+    assert cap == 270  # x0.9
+    rising = at(cap=270, in_flight=270, ttft_p95_s=3.0)
+    state, cap, _ = band.step(state, rising, 6.0)
+    assert cap == 150  # x0.5 of 270 = 135, but not below half of the 300 in flight at first
+    assert band.step(state, replace(rising, cap=150, in_flight=150), 12.0).cap is None
+
+
+def test_slo_band_grows_one_step_per_dwell_and_not_within_a_window_of_a_cut() -> None:
     grow = at(cap=50, in_flight=50, queued=5)
     after_cut = SloBandState(last_cut_at=10.0, pressure_ref=2.0)
     assert BAND.step(after_cut, grow, 11.0).cap is None
-    state, cap, _ = BAND.step(after_cut, grow, 12.5)
+    settling = BAND.step(after_cut, grow, 69.0)
+    assert settling.cap is None
+    assert "settling" in settling.reason
+    state, cap, _ = BAND.step(after_cut, grow, 70.0)
     assert cap == 55
-    assert BAND.step(state, replace(grow, cap=55, in_flight=55), 13.0).cap is None
-    assert BAND.step(state, replace(grow, cap=55, in_flight=55), 14.5).cap == 60
+    assert BAND.step(state, replace(grow, cap=55, in_flight=55), 74.0).cap is None
+    assert BAND.step(state, replace(grow, cap=55, in_flight=55), 75.0).cap == 60
     # Time 0 is a time like any other.
     at_zero = BAND.step(BAND.initial_state(), grow, 0.0).state
     assert BAND.step(at_zero, grow, 1.0).cap is None

@@ -80,7 +80,7 @@ def test_a_failing_test_exits_one_with_a_diff(
         "    - {policy: kv-thrash, kind: proposed, set: {max_num_seqs: 128}}   # never made",
         "    + {policy: kv-thrash, target: main, kind: proposed, set: {max_num_seqs: 192}}",
         "          evidence: preemptions_per_s=2, ttft_p95_s=5 "
-        "(condition: preemptions_per_s > 0.5 && ttft_p95_s > 2.0; held 0s)",
+        "(condition: preemptions_per_s > 0.5 && ttft_p95_s > 2.0; held 2m)",
         "0 passed, 1 failed",
     ]
 

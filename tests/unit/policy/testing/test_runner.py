@@ -171,7 +171,7 @@ SHADOW = """
                 "      {policy: down, target: main, kind: fired}",
                 "    - {policy: down, kind: intent, set: {max_num_seqs: 128}}   # never made",
                 "    + {policy: down, target: main, kind: intent, set: {max_num_seqs: 192}}",
-                "          evidence: kv_usage=0.95 (condition: kv_usage > 0.9; held 0s)",
+                "          evidence: kv_usage=0.95 (condition: kv_usage > 0.9; held 30s)",
             ],
             id="intent-fails",
         ),

@@ -1,0 +1,139 @@
+"""``vllm-governor proposals``, ``approve ID`` and ``reject ID``: decide without Slack.
+
+They talk to the running daemon over its control socket, which only the governor's user and
+root may open; the daemon names the approver after the local user (``unix:LOGIN``) and judges
+the click exactly as it judges a Slack button: allow-list, expiry, single use, and a re-check of
+the condition, the knob's current value, newer proposals and freezes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from daemon.app.commands.status import socket_of
+from daemon.app.control_client import call_daemon
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.core.errors import ControlError
+
+# A refused click is a failure for scripts: they must not go on as if it had been approved.
+EXIT_REFUSED = EXIT_FAILURE
+UNKNOWN = "unknown"  # the state the daemon answers for an id it does not know
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add the ``proposals``, ``approve`` and ``reject`` subcommands."""
+    listing = subparsers.add_parser(
+        "proposals",
+        help="list changes waiting for approval, and the latest decided ones",
+        description="List the proposals waiting for a decision (oldest first), then the 20 "
+        "most recently decided, with their change, reason, expiry and votes.",
+    )
+    _common(listing)
+    listing.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    listing.set_defaults(main=main_list)
+    approve = subparsers.add_parser(
+        "approve",
+        help="approve a proposal as the local user",
+        description="Approve proposal ID. The governor re-checks it now and applies it through "
+        "the actuator's usual checks; you must be on the allow-list as unix:LOGIN.",
+    )
+    approve.add_argument(
+        "id", metavar="ID", help="the proposal's id (see 'vllm-governor proposals')"
+    )
+    _common(approve)
+    approve.set_defaults(main=main_approve)
+    reject = subparsers.add_parser(
+        "reject",
+        help="reject a proposal as the local user",
+        description="Reject proposal ID; nothing is changed.",
+    )
+    reject.add_argument(
+        "id", metavar="ID", help="the proposal's id (see 'vllm-governor proposals')"
+    )
+    reject.add_argument("--reason", default="", help="why, kept with the decision")
+    _common(reject)
+    reject.set_defaults(main=main_reject)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
+    parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
+
+
+def main_list(args: argparse.Namespace) -> int:
+    """Print the proposals."""
+    answer = ask(args, "proposals")
+    if answer is None:
+        return EXIT_FAILURE
+    if args.json:
+        print(json.dumps(answer, indent=2))
+        return EXIT_OK
+    print(render(answer["proposals"]))
+    return EXIT_OK
+
+
+def main_approve(args: argparse.Namespace) -> int:
+    """Approve one proposal and say what came of it."""
+    return _decided(ask(args, "approve", id=args.id))
+
+
+def main_reject(args: argparse.Namespace) -> int:
+    """Reject one proposal and say what came of it."""
+    return _decided(ask(args, "reject", id=args.id, reason=args.reason))
+
+
+def ask(args: argparse.Namespace, command: str, **call: Any) -> Any:
+    """Send ``command`` to the daemon; None (after saying why on stderr) when it failed."""
+    socket_path = socket_of(args)
+    if socket_path is None:
+        return None
+    try:
+        return call_daemon(socket_path, command, **call)
+    except ControlError as exc:
+        print(f"vllm-governor: {exc}", file=sys.stderr)
+        return None
+
+
+def _decided(answer: dict[str, Any] | None) -> int:
+    if answer is None:
+        return EXIT_FAILURE
+    if answer["state"] == UNKNOWN:
+        # A mistyped id is an error of the command, not a refusal of a proposal.
+        print(
+            f"vllm-governor: no proposal {answer['id']!r} (list them with "
+            "'vllm-governor proposals')",
+            file=sys.stderr,
+        )
+        return EXIT_FAILURE
+    verdict = "accepted" if answer["accepted"] else "refused"
+    print(f"proposal {answer['id']}: {verdict}, now {answer['state']}: {answer['reason']}")
+    return EXIT_OK if answer["accepted"] else EXIT_REFUSED
+
+
+def render(proposals: list[dict[str, Any]]) -> str:
+    """The proposals for a terminal."""
+    if not proposals:
+        return "no proposals"
+    lines = []
+    for proposal in proposals:
+        changes = ", ".join(
+            f"{knob} {change['old']:g} -> {change['new']:g}"
+            for knob, change in proposal["changes"].items()
+        )
+        lines.append(
+            f"{proposal['id']}  {proposal['state']:<16} {proposal['target']}: "
+            f"{changes or proposal.get('operation') or '-'}  ({proposal['policy']})"
+        )
+        if proposal["state"] == "pending":
+            lines.append(f"    expires {proposal['expires_at']}; why: {proposal['reason']}")
+        else:
+            lines.append(f"    {proposal['reason']}")
+        for vote in proposal["votes"]:
+            lines.append(
+                f"    {vote['action']} by {vote['user']} via {vote['via']} at {vote['at']}"
+            )
+    return "\n".join(lines)

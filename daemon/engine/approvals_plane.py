@@ -1,0 +1,470 @@
+"""The approvals plane: proposals from approval-risk intents, clicks judged, approved changes run.
+
+Flow::
+
+    ActuationPlane.submit ──propose──▶ Proposal (from_decision) ── store ── Slack message
+    click (Slack button, CLI) ──judge──▶ decide(record, click, Recheck made now) ── store
+        └─ approved ──▶ approved-changes runner ──▶ ActuationPlane.apply_approved (the same
+           queue and actuator checks as automatic changes) ──▶ applied / verified / reverted /
+           failed, recorded and shown in the message and its thread
+
+The store is the truth; Slack only mirrors it (:mod:`daemon.engine.slack_messenger`), so a
+Slack outage delays messages but never decisions made with the CLI, and never automatic
+changes. The eternal tasks here: the *approval sweeper* (expiry, withdrawal) and the
+*approved-changes runner*; the Slack tasks come from :class:`~daemon.engine.slack_link.SlackLink`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter
+
+from daemon.approvals.authorisation import AllowList, ApprovalRules
+from daemon.approvals.clicks import Click
+from daemon.approvals.errors import ApprovalError, ProposalError
+from daemon.approvals.proposal import Proposal, RiskClass, from_decision
+from daemon.approvals.records import ProposalRecord, State
+from daemon.approvals.state_machine import (
+    Recheck,
+    applied,
+    decide,
+    expire,
+    failed,
+    reverted,
+    supersede,
+    verified,
+    withdraw,
+)
+from daemon.approvals.wording import format_duration
+from daemon.core.actuation import DONE, REVERTED, ActuationResult, ChangeRequest
+from daemon.core.approval_settings import AllowListSection, ApprovalsSection
+from daemon.core.clock import Clock
+from daemon.core.secrets import GovernorSecrets
+from daemon.core.settings import GovernorConfig
+from daemon.engine.actuation_plane import ActuationPlane
+from daemon.engine.approval_json import proposal_json
+from daemon.engine.approval_recheck import Lens
+from daemon.engine.approval_recovery import interrupted_outcome
+from daemon.engine.freeze_files import EVERYTHING, freeze_reason, remove_freeze, write_freeze
+from daemon.engine.proposal_store import ProposalStore, StoredProposal
+from daemon.engine.slack_link import SlackLink
+from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.policy.decisions import Decision
+
+log = logging.getLogger(__name__)
+
+DECIDED_LISTED = 20
+MAX_FREEZE_S = 7 * 86400.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClickAnswer:
+    """What a click did, for the clicker (the control socket's ``approve``/``reject`` reply)."""
+
+    id: str
+    state: str
+    accepted: bool
+    reason: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The control socket's reply."""
+        return {
+            "id": self.id,
+            "state": self.state,
+            "accepted": self.accepted,
+            "reason": self.reason,
+        }
+
+
+def rules_of(section: ApprovalsSection) -> ApprovalRules:
+    """The state machine's rules from the ``[approvals]`` section."""
+
+    def allow(lists: AllowListSection) -> AllowList:
+        return AllowList(frozenset(lists.users), frozenset(lists.groups))
+
+    two = {
+        risk
+        for risk, lists in (
+            (RiskClass.CHANGE, section.change),
+            (RiskClass.RESTART, section.restart),
+        )
+        if lists.two_person
+    }
+    return ApprovalRules(
+        allow={RiskClass.CHANGE: allow(section.change), RiskClass.RESTART: allow(section.restart)},
+        two_person=frozenset(two),
+    )
+
+
+class ApprovalsPlane:
+    """Owns the proposals: their store, their judgement, their application, their messages."""
+
+    def __init__(
+        self,
+        config: Callable[[], GovernorConfig],
+        clock: Clock,
+        registry: CollectorRegistry,
+        state_path: Path,
+        actuation: ActuationPlane,
+        *,
+        secrets: GovernorSecrets | None = None,
+        host: str | None = None,
+    ) -> None:
+        self._config = config
+        self._clock = clock
+        self._actuation = actuation
+        self._host = host or socket.gethostname()
+        self.store = ProposalStore(state_path)
+        self.lens: Lens | None = None
+        self.changed = asyncio.Event()
+        self._approved: asyncio.Queue[str] = asyncio.Queue()
+        self._clicks = Counter(
+            "vllm_governor_approval_clicks",
+            "Clicks on proposals (Slack or CLI) by outcome: accepted or the refusal.",
+            ["outcome"],
+            registry=registry,
+        )
+        self._outcomes = Counter(
+            "vllm_governor_approval_outcomes",
+            "Proposals by the state they reached.",
+            ["state"],
+            registry=registry,
+        )
+        self.slack = SlackLink.configure(config().slack, secrets, self, clock)
+        actuation.propose = self.propose
+        actuation.pending_proposals = lambda: [
+            proposal_json(p, self.approvals_needed(p.record)) for p in self.store.pending()
+        ]
+
+    @property
+    def rules(self) -> ApprovalRules:
+        """The authorisation rules in force (they follow configuration reloads)."""
+        return rules_of(self._config().approvals)
+
+    def approvals_needed(self, record: ProposalRecord) -> int:
+        """How many approvers ``record``'s proposal needs."""
+        return self.rules.approvals_needed(record.proposal.risk)
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+    def tasks(self) -> list[EternalTask]:
+        """The sweeper, the approved-changes runner, and the Slack tasks when configured."""
+        tasks = [
+            EternalTask("approval sweeper", self._sweep),
+            EternalTask("approved-changes runner", self._run_approved),
+        ]
+        if self.slack is not None:
+            tasks.extend(self.slack.tasks())
+        return tasks
+
+    def propose(self, decision: Decision) -> None:
+        """Make, store and announce the proposal of an accepted approval-risk intent."""
+        section = self._config().approvals
+        now = self._clock.wall()
+        try:
+            proposal = from_decision(
+                decision,
+                host=self._host,
+                created_at=now,
+                ttl_s=section.expiry_s,
+                restart_downtime_s=section.restart_downtime_s,
+            )
+        except ProposalError as exc:
+            log.exception("no proposal made", extra={"policy": decision.policy, "error": str(exc)})
+            return
+        if self.store.get(proposal.id) is not None:
+            return  # the very same change at the very same instant: already proposed
+        for older in self.store.pending():
+            if _overlaps(older.record.proposal, proposal):
+                self._save(older, supersede(older.record, proposal.id, now))
+        self.store.insert(ProposalRecord(proposal))
+        self._outcomes.labels(state=State.PENDING.value).inc()
+        log.info(
+            "change proposed for approval",
+            extra={
+                "proposal": proposal.id,
+                "policy": proposal.policy,
+                "target": proposal.instance,
+                "change": proposal.summary(),
+                "expires_at": proposal.expires_at.isoformat(),
+            },
+        )
+        self.changed.set()
+
+    def judge(self, click: Click, note: str = "") -> ClickAnswer:
+        """Judge a click on the world as it is now; persist and act on the outcome.
+
+        ``note`` is kept as the reason of a rejection. Synchronous on purpose: the record read,
+        the re-check and the write happen without yielding to the loop, so no other click can
+        slip in between (and the store's revision check stops any other writer).
+        """
+        stored = self.store.get(click.proposal_id)
+        if stored is None:
+            answer = ClickAnswer(click.proposal_id, "unknown", False, "no such proposal")
+            self._clicks.labels(outcome="wrong_proposal").inc()
+            return answer
+        record = stored.record
+        outcome = decide(record, click, self._recheck(record.proposal), self.rules)
+        after = outcome.record
+        if outcome.accepted and after.state is State.REJECTED and note:
+            after = replace(after, reason=note)
+        if after != record and not self._save(stored, after):
+            self._clicks.labels(outcome="conflict").inc()
+            return ClickAnswer(record.proposal.id, record.state.value, False, "try again")
+        refusal = None if outcome.refusal is None else outcome.refusal.value
+        self.store.log_click(
+            click, accepted=outcome.accepted, refusal=refusal, message=outcome.message
+        )
+        self._clicks.labels(outcome=refusal or "accepted").inc()
+        log.info(
+            "click judged",
+            extra={
+                "proposal": record.proposal.id,
+                "user": click.user,
+                "via": click.via,
+                "action": click.action.value,
+                "accepted": outcome.accepted,
+                "refusal": refusal,
+                "state": after.state.value,
+                "detail": outcome.message,
+            },
+        )
+        if outcome.apply:
+            self._approved.put_nowait(record.proposal.id)
+        return ClickAnswer(record.proposal.id, after.state.value, outcome.accepted, outcome.message)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Pending proposals first, then the most recently decided ones."""
+        return [
+            proposal_json(stored, self.approvals_needed(stored.record))
+            for stored in self.store.listing(DECIDED_LISTED)
+        ]
+
+    def now(self) -> datetime:
+        """The wall clock, as clicks are timed."""
+        return self._clock.wall()
+
+    def config(self) -> GovernorConfig:
+        """The configuration in force."""
+        return self._config()
+
+    def slack_channel(self) -> str:
+        """The approvals channel ("" without Slack)."""
+        return self._config().slack.channel if self.slack is not None else ""
+
+    def may_freeze(self, user: str, groups: frozenset[str]) -> bool:
+        """Whether ``user`` may freeze and unfreeze: anyone on an allow-list may."""
+        rules = self.rules
+        return any(rules.admits(risk, user, groups) for risk in RiskClass)
+
+    def freeze(self, target: str, duration_s: float, reason: str, *, by: str) -> dict[str, Any]:
+        """Freeze ``target`` (an instance, or ``*`` for all) for ``duration_s``; it then expires.
+
+        Raises:
+            ApprovalError: an unknown target, a duration out of bounds, or no reason.
+        """
+        config = self._config()
+        if target != EVERYTHING and target not in config.target_names():
+            known = ", ".join(config.target_names()) or "none"
+            message = f"no vLLM instance named {target!r} (known: {known}; or * for all)"
+            raise ApprovalError(message)
+        if not 0 < duration_s <= MAX_FREEZE_S:
+            message = (
+                f"a freeze lasts more than 0 s and at most {MAX_FREEZE_S / 86400:g} days "
+                f"(asked: {format_duration(duration_s)}); freeze again when it ends"
+            )
+            raise ApprovalError(message)
+        if not reason.strip():
+            message = "a freeze needs a reason, for the people it stops"
+            raise ApprovalError(message)
+        until = self._clock.wall() + timedelta(seconds=duration_s)
+        path = write_freeze(config.governor.state_dir, target, until, f"{reason} (by {by})")
+        log.warning(
+            "freeze set",
+            extra={"target": target, "until": until.isoformat(), "reason": reason, "by": by},
+        )
+        return {"target": target, "until": until.isoformat(), "reason": reason, "path": str(path)}
+
+    def unfreeze(self, target: str, *, by: str) -> dict[str, Any]:
+        """Lift the freeze of ``target`` (``*``: the global one)."""
+        lifted = remove_freeze(self._config().governor.state_dir, target)
+        log.warning("freeze lifted", extra={"target": target, "by": by, "lifted": lifted})
+        return {"target": target, "lifted": lifted}
+
+    async def notify(self, text: str, target: str = "") -> bool:
+        """Post a plain message to the approvals channel; False when it could not be sent."""
+        if self.slack is None:
+            log.info("notification (no Slack configured)", extra={"target": target, "text": text})
+            return False
+        return await self.slack.notify(text, target)
+
+    def _recheck(self, proposal: Proposal) -> Recheck:
+        config = self._config()
+        instance = next((i for i in config.vllm if i.name == proposal.instance), None)
+        actuator = self._actuation.actuator
+        now_knobs: dict[str, float] = {}
+        if instance is not None and instance.config_path is not None and actuator is not None:
+            now_knobs = dict(actuator.current_knobs(instance))
+        newer = next(
+            (
+                other.record.proposal.id
+                for other in self.store.pending()
+                if other.record.proposal.id != proposal.id
+                and other.record.proposal.created_at > proposal.created_at
+                and _overlaps(other.record.proposal, proposal)
+            ),
+            None,
+        )
+        frozen = freeze_reason(config.governor.state_dir, proposal.instance, self._clock.wall())
+        quarantined = self._actuation.journal.quarantined().get(
+            (proposal.policy, proposal.instance)
+        )
+        veto = self.lens.veto(proposal) if self.lens is not None else None
+        if quarantined is not None:
+            veto = f"a quarantine of {proposal.policy} on {proposal.instance} ({quarantined})"
+        holds = None
+        if self.lens is not None:
+            holds = self.lens.condition_holds(proposal.policy, proposal.instance)
+        return Recheck(
+            condition_holds=holds,
+            knobs={m.knob: now_knobs.get(m.knob) for m in proposal.moves},
+            newer_proposal=newer,
+            freeze=frozen or None,
+            veto=veto,
+        )
+
+    def _save(self, stored: StoredProposal, record: ProposalRecord) -> bool:
+        shown = (record.state, record.approvals) != (stored.record.state, stored.record.approvals)
+        saved = self.store.save(record, stored.revision, dirty=shown)
+        if saved and record.state is not stored.record.state:
+            self._outcomes.labels(state=record.state.value).inc()
+            self.changed.set()
+        elif saved and shown:
+            self.changed.set()
+        return saved
+
+    def _advance(self, proposal_id: str, step: Callable[[ProposalRecord], ProposalRecord]) -> None:
+        """Apply a lifecycle step to the stored record (read again if it moved meanwhile)."""
+        for _ in range(3):
+            stored = self.store.get(proposal_id)
+            if stored is None:
+                return
+            if self._save(stored, step(stored.record)):
+                return
+        log.error("a proposal kept changing under a step", extra={"proposal": proposal_id})
+
+    async def _sweep(self, readiness: Readiness) -> None:
+        # Approved proposals found now were left by an earlier governor: nothing in this one
+        # will run them. Their outcome is settled from the journal on each sweep until known.
+        interrupted = {stored.record.proposal.id for stored in self.store.approved()}
+        readiness.started()
+        while True:
+            interrupted = self._settle_interrupted(interrupted)
+            now = self._clock.wall()
+            for stored in self.store.pending():
+                record = expire(stored.record, now)
+                if record is stored.record and self.lens is not None:
+                    proposal = record.proposal
+                    if self.lens.condition_holds(proposal.policy, proposal.instance) is False:
+                        record = withdraw(record, now, "the condition stopped holding")
+                if record is not stored.record:
+                    log.info(
+                        "proposal closed while waiting",
+                        extra={"proposal": record.proposal.id, "state": record.state.value},
+                    )
+                    self._save(stored, record)
+            await asyncio.sleep(self._config().approvals.sweep_interval_s)
+
+    def _settle_interrupted(self, waiting: set[str]) -> set[str]:
+        """Settle approved proposals an earlier governor left; return those still unknown.
+
+        See :mod:`daemon.engine.approval_recovery`: the outcome is the journal's, and a change
+        still open there is being reconciled, so it is waited for rather than guessed.
+        """
+        if not waiting:
+            return waiting
+        entries = self._actuation.journal.recent(100)
+        left = set()
+        for proposal_id in waiting:
+            stored = self.store.get(proposal_id)
+            if stored is None or stored.record.state is not State.APPROVED:
+                continue
+            result = interrupted_outcome(stored.record, entries)
+            if result is None:
+                left.add(proposal_id)
+                continue
+            log.info(
+                "approved proposal settled after a restart",
+                extra={"proposal": proposal_id, "state": result.state, "entry": result.entry_id},
+            )
+            self._record_result(proposal_id, result)
+        return left
+
+    async def _run_approved(self, readiness: Readiness) -> None:
+        readiness.started()
+        async with asyncio.TaskGroup() as group:
+            while True:
+                proposal_id = await self._approved.get()
+                group.create_task(self._apply(proposal_id), name=f"approved change {proposal_id}")
+
+    async def _apply(self, proposal_id: str) -> None:
+        stored = self.store.get(proposal_id)
+        if stored is None or stored.record.state is not State.APPROVED:
+            return
+        record = stored.record
+        proposal = record.proposal
+        instance = next((i for i in self._config().vllm if i.name == proposal.instance), None)
+        if instance is None:
+            result = ActuationResult(proposal.instance, proposal.policy, "failed", "no such server")
+        else:
+            who = ", ".join(vote.user for vote in record.approvals)
+            request = ChangeRequest(
+                target=proposal.instance,
+                policy=proposal.policy,
+                changes={m.knob: m.new for m in proposal.moves},
+                current={m.knob: m.old for m in proposal.moves},
+                reason=f"{proposal.policy}: approved by {who} (proposal {proposal.id})",
+                evidence=dict(proposal.why.signals),
+                risk="approval",
+            )
+            try:
+                result = await self._actuation.apply_approved(instance, request)
+            except Exception as exc:
+                log.exception("an approved change crashed", extra={"proposal": proposal_id})
+                result = ActuationResult(proposal.instance, proposal.policy, "failed", str(exc))
+        self._record_result(proposal_id, result)
+
+    def _record_result(self, proposal_id: str, result: ActuationResult) -> None:
+        now = self._clock.wall()
+        detail = result.outcome
+        if result.state == DONE:
+            self._advance(proposal_id, lambda r: applied(r, now, detail))
+            self._advance(proposal_id, lambda r: verified(r, now, detail))
+        elif result.state == REVERTED:
+            self._advance(proposal_id, lambda r: applied(r, now, detail))
+            self._advance(proposal_id, lambda r: reverted(r, now, detail))
+        else:
+            self._advance(proposal_id, lambda r: failed(r, now, f"{result.state}: {detail}"))
+        log.info(
+            "approved change finished",
+            extra={"proposal": proposal_id, "state": result.state, "outcome": detail},
+        )
+
+
+def _overlaps(a: Proposal, b: Proposal) -> bool:
+    """Same instance, and a knob in common (or both are operations)."""
+    if a.instance != b.instance:
+        return False
+    if a.operation is not None or b.operation is not None:
+        return a.operation == b.operation
+    return not {m.knob for m in a.moves}.isdisjoint(m.knob for m in b.moves)

@@ -1,0 +1,29 @@
+"""The HAProxy source of one vLLM instance's admission gate, as ``[vllm.gate]`` configures it.
+
+One source per gate, named ``haproxy-<instance>``, so each gate has its own health, its own
+staleness limit and its own poll: one HAProxy down makes only its instance's gate signals
+stale. The watched server is tagged with the instance, which is how the catalogue's ``gate_*``
+names find it.
+"""
+
+from __future__ import annotations
+
+from daemon.core.gate_settings import GateSettings
+from daemon.sources.haproxy_runtime import ServerRef, parse_stats_address
+from daemon.sources.haproxy_source import HaproxySource
+
+
+def gate_source_name(instance: str) -> str:
+    """The source name of ``instance``'s gate (``haproxy-main``)."""
+    return f"haproxy-{instance}"
+
+
+def gate_source(instance: str, gate: GateSettings) -> HaproxySource:
+    """The polling source reading ``instance``'s gate."""
+    return HaproxySource(
+        parse_stats_address(gate.stats_socket),
+        {ServerRef(gate.backend, gate.server): instance},
+        gate.interval_s,
+        gate.timeout_s,
+        name=gate_source_name(instance),
+    )
