@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -55,9 +55,11 @@ from daemon.engine.approval_recheck import Lens
 from daemon.engine.approval_recovery import interrupted_outcome
 from daemon.engine.freeze_files import EVERYTHING, freeze_reason, remove_freeze, write_freeze
 from daemon.engine.proposal_store import ProposalStore, StoredProposal
-from daemon.engine.slack_link import SlackLink
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision
+
+if TYPE_CHECKING:
+    from daemon.engine.slack_link import SlackLink
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,12 @@ class ApprovalsPlane:
             ["state"],
             registry=registry,
         )
-        self.slack = SlackLink.configure(config().slack, secrets, self, clock)
+        self.slack: SlackLink | None = None
+        if config().slack.enabled:
+            # slack-sdk and aiohttp weigh ~20 MB: an idle daemon without Slack never loads them.
+            from daemon.engine.slack_link import SlackLink  # noqa: PLC0415
+
+            self.slack = SlackLink.configure(config().slack, secrets, self, clock)
         actuation.propose = self.propose
         actuation.pending_proposals = lambda: [
             proposal_json(p, self.approvals_needed(p.record)) for p in self.store.pending()
