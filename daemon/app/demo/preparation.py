@@ -1,0 +1,77 @@
+"""The demo's files, written before anything starts: workload, vLLM YAML, config.toml.
+
+The generated config.toml is validated here with the governor's own loader, so that a broken
+one is an error naming its problems rather than a daemon that exits at start.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+
+from daemon.app.demo.children import DemoError
+from daemon.app.demo.scenario import (
+    Paths,
+    governor_config,
+    scaled_workload,
+    write_vllm_yaml,
+    write_workload,
+)
+from daemon.core.config_files import load_config
+from daemon.core.errors import ConfigError
+from simulator.synthetic_workloads import WorkloadSpec
+
+# The verification window at the default duration; it scales with --duration, from 10 s.
+VERIFY_WINDOW_S = 30.0
+DEFAULT_DURATION_S = 420.0
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """What the files say, for the rest of the run.
+
+    Attributes:
+        spec: The workload, scaled to the duration.
+        arrival_times: Its arrivals' times (seconds from its time 0), sorted.
+        sim_port: The port the simulated server listens on.
+    """
+
+    spec: WorkloadSpec
+    arrival_times: list[float]
+    sim_port: int
+
+
+def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
+    """Write every file of the run into ``paths.scratch``.
+
+    Raises:
+        DemoError: The generated config.toml does not validate.
+    """
+    spec = scaled_workload(duration_s)
+    arrivals = write_workload(spec, paths.workload)
+    sim_port, metrics_port = free_port(), free_port()
+    write_vllm_yaml(paths.vllm_yaml, sim_port)
+    text = governor_config(
+        paths,
+        policies=policies,
+        sim_port=sim_port,
+        metrics_port=metrics_port,
+        verify_window_s=max(10.0, VERIFY_WINDOW_S * duration_s / DEFAULT_DURATION_S),
+    )
+    paths.config.write_text(text, encoding="utf-8")
+    try:
+        load_config(paths.config)
+    except ConfigError as exc:
+        problems = "; ".join(issue.render() for issue in exc.issues)
+        message = f"the demo's generated config is invalid: {problems}"
+        raise DemoError(message) from exc
+    return Prepared(spec, [arrival.arrived_at for arrival in arrivals], sim_port)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port

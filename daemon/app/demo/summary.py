@@ -1,0 +1,237 @@
+"""The run's summary, from what the simulated server reported and what the daemon did.
+
+Request counts come only from the server's own lines (``sim serve --summary``, one per
+process, in the order they ran; :mod:`simulator.server.run_summary`): nothing is estimated.
+Each process says which slice ``[first, next)`` of the workload's arrivals it dealt with, so
+
+- *arrived* is every arrival due before the last process stopped (the largest ``next``);
+- *missed while down* are the arrivals no process dealt with: due while the server was
+  restarting (their clients found the port closed);
+- *in flight at the end* are the requests the last process aborted when the demo stopped
+  it: cut off by the end of the demo, not by the governor, so they count neither way;
+- every other request that did not complete within the SLO (TTFT <= 2 s, TPOT <= 100 ms)
+  is a miss: aborted by a restart, rejected, or late.
+
+SLO attainment is met / (arrived - in flight at the end); goodput is what met the SLO per
+second of the run, from the workload's time 0 to the last process's stop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from daemon.app.demo.approver import Answer, describe
+
+
+def request_counts(lines: Sequence[dict[str, Any]], ended_at: float) -> dict[str, int]:
+    """Requests of the whole run by what became of them.
+
+    ``ended_at`` is when the demo began to stop the server: the last process's aborts are
+    the end's only if that process was still serving then (not if a restart stopped it).
+    """
+    completed = sum(line["requests"]["completed"] for line in lines)
+    met = sum(line["met_slo"] for line in lines)
+    rejected = sum(line["requests"]["rejected"] for line in lines)
+    aborted = sum(line["requests"]["aborted"] for line in lines)
+    cut_off = 0
+    if lines and lines[-1]["stopped_at"] >= ended_at:
+        cut_off = lines[-1]["requests"]["aborted"]
+    slices = [line["load"] for line in lines if line.get("load")]
+    arrived = max((load["next"] for load in slices), default=0)
+    dealt_with = sum(load["next"] - load["first"] for load in slices)
+    return {
+        "arrived": arrived,
+        "completed": completed,
+        "met_slo": met,
+        "aborted_by_restarts": aborted - cut_off,
+        "rejected": rejected,
+        "missed_while_down": max(0, arrived - dealt_with),
+        "in_flight_at_end": cut_off,
+    }
+
+
+def slo_attainment(counts: dict[str, int]) -> float | None:
+    """Share of the judged requests that met the SLO; None when none can be judged."""
+    judged = counts["arrived"] - counts["in_flight_at_end"]
+    return counts["met_slo"] / judged if judged > 0 else None
+
+
+def processes(
+    lines: Sequence[dict[str, Any]], origin: float, in_flight_at_end: int = 0
+) -> list[dict[str, Any]]:
+    """Each server process: its settings, its time span, what it served.
+
+    A process stopped while it was still loading never served: its ``from_s`` is None. Its
+    SLO attainment leaves out, for the last process, the requests the end cut off.
+    """
+    spans = []
+    for index, line in enumerate(lines):
+        requests = line["requests"]
+        ended = requests["completed"] + requests["aborted"] + requests["rejected"]
+        if index == len(lines) - 1:
+            ended -= in_flight_at_end
+        ready_at = line["ready_at"]
+        spans.append(
+            {
+                "max_num_seqs": line["settings"]["max_num_seqs"],
+                "max_num_batched_tokens": line["settings"]["max_num_batched_tokens"],
+                "from_s": None if ready_at is None else round(ready_at - origin, 3),
+                "to_s": round(line["stopped_at"] - origin, 3),
+                "requests": requests,
+                "met_slo": line["met_slo"],
+                "slo_attainment": line["met_slo"] / ended if ended else None,
+                "preemptions": line["preemptions"],
+            }
+        )
+    return spans
+
+
+def after_vs_before(spans: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last serving process against the first; None without a restart.
+
+    Both served the same workload, one after the other: the first with the starting settings,
+    the last with what the governor changed. Each is judged on the requests it completed
+    (the share that met the SLO), so that the restart's own cost, the requests refused while
+    the first drained (or aborted by it), counts in neither and stays in the run's totals.
+    This is the demo's before/after, as the server itself counted it; a run with
+    ``--approve deny`` has one process and no comparison.
+    """
+    served = [span for span in spans if span["from_s"] is not None]
+    if len(served) < 2:
+        return None
+    first, last = served[0], served[-1]
+    return {
+        "before": _met_share(first),
+        "after": _met_share(last),
+        "before_settings": {key: first[key] for key in ("max_num_seqs", "max_num_batched_tokens")},
+        "after_settings": {key: last[key] for key in ("max_num_seqs", "max_num_batched_tokens")},
+    }
+
+
+def _met_share(span: dict[str, Any]) -> float | None:
+    completed: int = span["requests"]["completed"]
+    return span["met_slo"] / completed if completed else None
+
+
+def summarise(
+    lines: Sequence[dict[str, Any]],
+    *,
+    origin: float,
+    ended_at: float,
+    answers: Sequence[Answer],
+    actions: Sequence[dict[str, Any]],
+    final_states: dict[str, str],
+    context: dict[str, Any],
+) -> dict[str, Any]:
+    """The summary (``--json``): requests, SLO attainment, goodput, restarts, actions.
+
+    Args:
+        lines: The server's summary lines, in the order its processes ran.
+        origin: Unix time of the workload's time 0.
+        ended_at: Unix time at which the demo began to stop the server.
+        answers: The demo's answers to proposals.
+        actions: The daemon's journal of changes (``status``'s ``actuations``), newest first.
+        final_states: Each proposal's state at the end, by id (answers hold the state just
+            after the answer: ``approved``, before the change ran).
+        context: Keys copied as they are (profile, workload, duration, approve mode...).
+    """
+    counts = request_counts(lines, ended_at)
+    spans = processes(lines, origin, counts["in_flight_at_end"])
+    run_s = max(lines[-1]["stopped_at"] - origin, 1e-9) if lines else 0.0
+    good_tokens = sum(line["good_output_tokens"] for line in lines)
+    tokens = sum(line["output_tokens"] for line in lines)
+    return {
+        **context,
+        "run_s": round(run_s, 3),
+        "requests": counts,
+        "slo_attainment": slo_attainment(counts),
+        "goodput_rps": counts["met_slo"] / run_s if run_s else None,
+        "goodput_tok_s": good_tokens / run_s if run_s else None,
+        "throughput_tok_s": tokens / run_s if run_s else None,
+        "preemptions": sum(line["preemptions"] for line in lines),
+        "restarts": max(0, len(lines) - 1),
+        "processes": spans,
+        "after_vs_before": after_vs_before(spans),
+        "proposals": [
+            {
+                "id": answer.proposal.get("id"),
+                "at_s": round(answer.t, 3),
+                "change": describe(answer.proposal),
+                "answer": answer.action,
+                "accepted": answer.accepted,
+                "state": final_states.get(str(answer.proposal.get("id")), answer.state),
+                "reason": answer.reason,
+            }
+            for answer in answers
+        ],
+        "actions": [
+            {
+                key: action.get(key)
+                for key in ("id", "policy", "target", "state", "outcome", "timings")
+            }
+            for action in reversed(actions)
+        ],
+    }
+
+
+def render(summary: dict[str, Any]) -> list[str]:
+    """The summary as lines for the terminal."""
+    counts = summary["requests"]
+    lines = [
+        f"{counts['arrived']} requests arrived in {summary['run_s']:.0f} s: "
+        f"{counts['completed']} completed ({counts['met_slo']} within the SLO), "
+        f"{counts['aborted_by_restarts']} aborted by restarts, {counts['rejected']} rejected, "
+        f"{counts['missed_while_down']} missed while the server was down, "
+        f"{counts['in_flight_at_end']} still in flight at the end (not judged)",
+        f"SLO attainment {_share(summary['slo_attainment'])} (TTFT <= 2 s and TPOT <= 100 ms "
+        f"per request); goodput {_number(summary['goodput_rps'], '.2f')} req/s, "
+        f"{_number(summary['goodput_tok_s'], '.0f')} tok/s "
+        f"(throughput {_number(summary['throughput_tok_s'], '.0f')} tok/s)",
+        f"preemptions {summary['preemptions']}, restarts {summary['restarts']}",
+    ]
+    for index, process in enumerate(summary["processes"], start=1):
+        head = (
+            f"  server process {index}: max-num-seqs {process['max_num_seqs']}, "
+            f"max-num-batched-tokens {process['max_num_batched_tokens']}, "
+        )
+        if process["from_s"] is None:
+            lines.append(head + f"stopped at {process['to_s']:.0f} s while still loading")
+            continue
+        lines.append(
+            head + f"served from {process['from_s']:.0f} s to {process['to_s']:.0f} s: "
+            f"{process['requests']['completed']} completed, "
+            f"{process['requests']['aborted']} aborted, "
+            f"SLO met by {_share(process['slo_attainment'])} of its judged requests, "
+            f"{process['preemptions']} preemptions"
+        )
+    for proposal in summary["proposals"]:
+        taken = "" if proposal["accepted"] else " (not accepted)"
+        lines.append(
+            f"  proposal {proposal['id']} at {proposal['at_s']:.0f} s: {proposal['change']}: "
+            f"{proposal['answer']}{taken} -> {proposal['state']}"
+        )
+    for action in summary["actions"]:
+        lines.append(
+            f"  change #{action['id']} {action['policy']} on {action['target']}: "
+            f"{action['state']}: {action['outcome'] or '-'}"
+        )
+    if not summary["proposals"] and not summary["actions"]:
+        lines.append("  the governor proposed and changed nothing")
+    comparison = summary.get("after_vs_before")
+    if comparison is not None:
+        lines.append(
+            f"after the change, the server met the SLO for "
+            f"{_share(comparison['after'])} of the requests it completed, against "
+            f"{_share(comparison['before'])} before it (the same traffic; what the restart "
+            "refused or aborted counts as missed in the totals above)"
+        )
+    return lines
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _number(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
