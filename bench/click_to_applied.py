@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import pwd
 import sqlite3
 import statistics
 import tempfile
@@ -26,26 +24,9 @@ from typing import Any
 
 from daemon.app.control_client import call_daemon
 from tests.support.daemon import running_daemon
-from tests.support.retune import eventually, governor_config
-from tests.support.supervised_sim import supervised_sim
+from tests.support.retune import approval_config, eventually, unix_user
+from tests.support.supervised_sim import SATURATING_WORKLOAD, supervised_sim
 
-LOAD = """\
-name: saturating
-duration_s: 600
-seed: 3
-arrivals: {rate_rps: 40}
-prompt_tokens: {median: 200, p90: 400, max: 1000}
-output_tokens: {median: 150, p90: 300, max: 600}
-"""
-POLICY = """\
-name: more-seqs
-targets: [sim]
-when: waiting > 2.0
-action:
-  set: {max_num_seqs: "current * 2.0"}
-  risk: approval
-cooldown: 1h
-"""
 ACTUATOR_PHASES = (
     "plan", "preflight", "baseline", "journal", "write", "drain", "restart", "ready", "verify",
 )  # fmt: skip
@@ -54,14 +35,8 @@ PHASES = ("click", "queue", *ACTUATOR_PHASES, "record")
 
 def measure_once(directory: Path, verify_window_s: float) -> dict[str, float]:
     """One proposal approved and applied; seconds per phase."""
-    me = pwd.getpwuid(os.getuid()).pw_name
-    with supervised_sim(directory, "max-num-seqs: 8\n", load=LOAD) as sim:
-        config = governor_config(
-            directory, sim, max_ttft_ratio=50.0, verify_window_s=verify_window_s
-        )
-        approvers = f'[approvals.restart]\nusers = ["unix:{me}"]\ntwo_person = false\n'
-        config.write_text(config.read_text() + approvers)
-        (directory / "policies" / "more-seqs.yaml").write_text(POLICY)
+    with supervised_sim(directory, "max-num-seqs: 8\n", load=SATURATING_WORKLOAD) as sim:
+        config = approval_config(directory, sim, [unix_user()], verify_window_s=verify_window_s)
         socket = directory / "control.sock"
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1")

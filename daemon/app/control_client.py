@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +41,19 @@ def call_daemon(socket_path: Path, command: str, timeout_s: float = 10.0, **args
         message = f"the governor refused {command!r}: {reply.error}"
         raise ControlError(message)
     return reply.result
+
+
+def answer_or_say_why(socket_path: Path, command: str, **args: Any) -> Any:
+    """:func:`call_daemon` for a CLI command: on failure, say why on stderr and answer None.
+
+    The commands that show what the daemon answers exit non-zero on None; the reason (no
+    daemon, permission denied, a refusal) is already on the user's terminal.
+    """
+    try:
+        return call_daemon(socket_path, command, **args)
+    except ControlError as exc:
+        print(f"vllm-governor: {exc}", file=sys.stderr)
+        return None
 
 
 def _read_line(sock: socket.socket) -> bytes:

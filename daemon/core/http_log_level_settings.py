@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from daemon.core.knobs import LOG_LEVELS
+from daemon.core.placeholders import refuse_other_placeholders
 
 LEVEL_PLACEHOLDER = "{level}"
 LOG_LEVEL_KNOB = "log_level"
@@ -102,10 +103,7 @@ class HttpLogLevelTarget(_Section):
     @field_validator("url", "body")
     @classmethod
     def _only_the_level(cls, value: str) -> str:
-        for placeholder in _PLACEHOLDER.findall(value):
-            if placeholder != LEVEL_PLACEHOLDER:
-                message = f"{placeholder} is not substituted; only {LEVEL_PLACEHOLDER} is"
-                raise ValueError(message)
+        refuse_other_placeholders(value, LEVEL_PLACEHOLDER, _PLACEHOLDER)
         return value
 
     @model_validator(mode="after")

@@ -26,6 +26,7 @@ from daemon.core.gate_settings import GateSettings
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS
 from daemon.core.mqtt_topics import subscription_problems
+from daemon.core.placeholders import refuse_other_placeholders
 from daemon.core.recording_settings import RecordingSection
 
 
@@ -228,10 +229,7 @@ class VllmInstance(_Section):
             message = 'must name a program: an argument list such as ["systemctl", ...]'
             raise ValueError(message)
         for argument in command:
-            for placeholder in _PLACEHOLDER.findall(argument):
-                if placeholder != UNIT_PLACEHOLDER:
-                    message = f"{placeholder} is not substituted; only {UNIT_PLACEHOLDER} is"
-                    raise ValueError(message)
+            refuse_other_placeholders(argument, UNIT_PLACEHOLDER, _PLACEHOLDER)
         return command
 
     @model_validator(mode="after")

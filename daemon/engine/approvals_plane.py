@@ -11,7 +11,8 @@ Flow::
 The store is the truth; Slack only mirrors it (:mod:`daemon.engine.slack_messenger`), so a
 Slack outage delays messages but never decisions made with the CLI, and never automatic
 changes. The eternal tasks here: the *approval sweeper* (expiry, withdrawal) and the
-*approved-changes runner*; the Slack tasks come from :class:`~daemon.engine.slack_link.SlackLink`.
+*approved-changes runner* (:mod:`daemon.engine.approval_runner`); the Slack tasks come from
+:class:`~daemon.engine.slack_link.SlackLink`.
 """
 
 from __future__ import annotations
@@ -34,17 +35,12 @@ from daemon.approvals.proposal import Proposal, RiskClass, from_decision
 from daemon.approvals.records import ProposalRecord, State
 from daemon.approvals.state_machine import (
     Recheck,
-    applied,
     decide,
     expire,
-    failed,
-    reverted,
     supersede,
-    verified,
     withdraw,
 )
 from daemon.approvals.wording import format_duration
-from daemon.core.actuation import DONE, REVERTED, ActuationResult, ChangeRequest
 from daemon.core.approval_settings import AllowListSection, ApprovalsSection
 from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
@@ -52,7 +48,7 @@ from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation_plane import ActuationPlane
 from daemon.engine.approval_json import proposal_json
 from daemon.engine.approval_recheck import Lens
-from daemon.engine.approval_recovery import interrupted_outcome
+from daemon.engine.approval_runner import ApprovedChangesRunner
 from daemon.engine.freeze_files import EVERYTHING, freeze_reason, remove_freeze, write_freeze
 from daemon.engine.proposal_store import ProposalStore, StoredProposal
 from daemon.engine.supervisor import EternalTask, Readiness
@@ -127,7 +123,6 @@ class ApprovalsPlane:
         self.store = ProposalStore(state_path)
         self.lens: Lens | None = None
         self.changed = asyncio.Event()
-        self._approved: asyncio.Queue[str] = asyncio.Queue()
         self._clicks = Counter(
             "vllm_governor_approval_clicks",
             "Clicks on proposals (Slack or CLI) by outcome: accepted or the refusal.",
@@ -140,6 +135,7 @@ class ApprovalsPlane:
             ["state"],
             registry=registry,
         )
+        self._runner = ApprovedChangesRunner(config, clock, self.store, actuation, self._advance)
         self.slack: SlackLink | None = None
         if config().slack.enabled:
             # slack-sdk and aiohttp weigh ~20 MB: an idle daemon without Slack never loads them.
@@ -168,7 +164,7 @@ class ApprovalsPlane:
         """The sweeper, the approved-changes runner, and the Slack tasks when configured."""
         tasks = [
             EternalTask("approval sweeper", self._sweep),
-            EternalTask("approved-changes runner", self._run_approved),
+            EternalTask("approved-changes runner", self._runner.run),
         ]
         if self.slack is not None:
             tasks.extend(self.slack.tasks())
@@ -247,7 +243,7 @@ class ApprovalsPlane:
             },
         )
         if outcome.apply:
-            self._approved.put_nowait(record.proposal.id)
+            self._runner.submit(record.proposal.id)
         return ClickAnswer(record.proposal.id, after.state.value, outcome.accepted, outcome.message)
 
     def listing(self) -> list[dict[str, Any]]:
@@ -376,7 +372,7 @@ class ApprovalsPlane:
         interrupted = {stored.record.proposal.id for stored in self.store.approved()}
         readiness.started()
         while True:
-            interrupted = self._settle_interrupted(interrupted)
+            interrupted = self._runner.settle_interrupted(interrupted)
             now = self._clock.wall()
             for stored in self.store.pending():
                 record = expire(stored.record, now)
@@ -391,81 +387,6 @@ class ApprovalsPlane:
                     )
                     self._save(stored, record)
             await asyncio.sleep(self._config().approvals.sweep_interval_s)
-
-    def _settle_interrupted(self, waiting: set[str]) -> set[str]:
-        """Settle approved proposals an earlier governor left; return those still unknown.
-
-        See :mod:`daemon.engine.approval_recovery`: the outcome is the journal's, and a change
-        still open there is being reconciled, so it is waited for rather than guessed.
-        """
-        if not waiting:
-            return waiting
-        entries = self._actuation.journal.recent(100)
-        left = set()
-        for proposal_id in waiting:
-            stored = self.store.get(proposal_id)
-            if stored is None or stored.record.state is not State.APPROVED:
-                continue
-            result = interrupted_outcome(stored.record, entries)
-            if result is None:
-                left.add(proposal_id)
-                continue
-            log.info(
-                "approved proposal settled after a restart",
-                extra={"proposal": proposal_id, "state": result.state, "entry": result.entry_id},
-            )
-            self._record_result(proposal_id, result)
-        return left
-
-    async def _run_approved(self, readiness: Readiness) -> None:
-        readiness.started()
-        async with asyncio.TaskGroup() as group:
-            while True:
-                proposal_id = await self._approved.get()
-                group.create_task(self._apply(proposal_id), name=f"approved change {proposal_id}")
-
-    async def _apply(self, proposal_id: str) -> None:
-        stored = self.store.get(proposal_id)
-        if stored is None or stored.record.state is not State.APPROVED:
-            return
-        record = stored.record
-        proposal = record.proposal
-        instance = next((i for i in self._config().vllm if i.name == proposal.instance), None)
-        if instance is None:
-            result = ActuationResult(proposal.instance, proposal.policy, "failed", "no such server")
-        else:
-            who = ", ".join(vote.user for vote in record.approvals)
-            request = ChangeRequest(
-                target=proposal.instance,
-                policy=proposal.policy,
-                changes={m.knob: m.new for m in proposal.moves},
-                current={m.knob: m.old for m in proposal.moves},
-                reason=f"{proposal.policy}: approved by {who} (proposal {proposal.id})",
-                evidence=dict(proposal.why.signals),
-                risk="approval",
-            )
-            try:
-                result = await self._actuation.apply_approved(instance, request)
-            except Exception as exc:
-                log.exception("an approved change crashed", extra={"proposal": proposal_id})
-                result = ActuationResult(proposal.instance, proposal.policy, "failed", str(exc))
-        self._record_result(proposal_id, result)
-
-    def _record_result(self, proposal_id: str, result: ActuationResult) -> None:
-        now = self._clock.wall()
-        detail = result.outcome
-        if result.state == DONE:
-            self._advance(proposal_id, lambda r: applied(r, now, detail))
-            self._advance(proposal_id, lambda r: verified(r, now, detail))
-        elif result.state == REVERTED:
-            self._advance(proposal_id, lambda r: applied(r, now, detail))
-            self._advance(proposal_id, lambda r: reverted(r, now, detail))
-        else:
-            self._advance(proposal_id, lambda r: failed(r, now, f"{result.state}: {detail}"))
-        log.info(
-            "approved change finished",
-            extra={"proposal": proposal_id, "state": result.state, "outcome": detail},
-        )
 
 
 def _overlaps(a: Proposal, b: Proposal) -> bool:

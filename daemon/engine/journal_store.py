@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 from daemon.core.actuation import OPEN, JournalEntry
 from daemon.core.clock import Clock
 from daemon.core.errors import ChangeInFlight
+from daemon.engine.state_db import connect, transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS actuations (
@@ -64,13 +65,8 @@ class SqliteJournal:
     """The engine's :class:`~daemon.core.actuation.ActuationJournal`, and its neighbours."""
 
     def __init__(self, path: Path, clock: Clock) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._clock = clock
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        self._db = connect(path, SCHEMA)
 
     def close(self) -> None:
         """Close the database."""
@@ -262,15 +258,8 @@ class SqliteJournal:
     def _now(self) -> float:
         return self._clock.wall().timestamp()
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
 
 
 def _entry_of(row: tuple[Any, ...]) -> JournalEntry:

@@ -18,9 +18,7 @@ a message in Slack already: the messenger looks for it before posting again.
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -30,6 +28,7 @@ from daemon.approvals.clicks import Click
 from daemon.approvals.errors import ApprovalError
 from daemon.approvals.records import ProposalRecord, State
 from daemon.engine.proposal_json import dump_record, load_record
+from daemon.engine.state_db import connect, transaction
 
 COMPONENT = "approvals"
 SCHEMA_VERSION = 1
@@ -81,12 +80,7 @@ class ProposalStore:
     """The approvals' tables in the governor's state database."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        self._db = connect(path, SCHEMA)
         self._check_version(path)
 
     def close(self) -> None:
@@ -253,15 +247,8 @@ class ProposalStore:
                 )
                 raise ApprovalError(message)
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _transaction(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
 
 
 def _stored(row: tuple[Any, ...]) -> StoredProposal:

@@ -14,10 +14,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from daemon.engine.state_db import transaction
 from daemon.policy.decisions import Decision
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import Phase, PolicyState
@@ -158,21 +160,8 @@ class StateStore:
             for at, policy, target, kind, guard, body in rows
         ]
 
-    def _transaction(self) -> _Transaction:
-        return _Transaction(self._db)
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on error."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, kind: object, error: object, tb: object) -> None:
-        self._db.execute("ROLLBACK" if error is not None else "COMMIT")
+    def _transaction(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
 
 
 def _body(decision: Decision) -> dict[str, Any]:

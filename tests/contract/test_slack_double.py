@@ -38,6 +38,7 @@ from tests.support.slack_double import (
     post,
     signed_request,
 )
+from tests.support.slack_double.messages import unset_proxies
 from tests.support.tasks import leaked_tasks
 
 pytestmark = pytest.mark.asyncio
@@ -59,21 +60,12 @@ BLOCKS: list[dict[str, Any]] = [
         ],
     },
 ]
-PROXY_VARIABLES = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-)
 
 
 @pytest.fixture(autouse=True)
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """slack-sdk honours HTTPS_PROXY and ignores NO_PROXY: loopback must not go through one."""
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    unset_proxies(monkeypatch)
 
 
 @pytest_asyncio.fixture(autouse=True)

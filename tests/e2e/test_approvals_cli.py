@@ -8,8 +8,6 @@ approval then runs through the actuator like any automatic change.
 
 from __future__ import annotations
 
-import os
-import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -19,28 +17,10 @@ import pytest
 
 from daemon.app.control_client import call_daemon
 from tests.support.daemon import running_daemon
-from tests.support.retune import eventually, finished, governor_config, journal
-from tests.support.supervised_sim import supervised_sim
+from tests.support.retune import approval_config, eventually, finished, journal, unix_user
+from tests.support.supervised_sim import SATURATING_WORKLOAD, supervised_sim
 
 pytestmark = [pytest.mark.service("supervisord"), pytest.mark.slow]
-
-SATURATING_WORKLOAD = """\
-name: saturating
-duration_s: 600
-seed: 3
-arrivals: {rate_rps: 40}
-prompt_tokens: {median: 200, p90: 400, max: 1000}
-output_tokens: {median: 150, p90: 300, max: 600}
-"""
-APPROVAL_POLICY = """\
-name: more-seqs
-targets: [sim]
-when: waiting > 2.0
-action:
-  set: {max_num_seqs: "current * 2.0"}
-  risk: approval
-cooldown: 1h
-"""
 
 
 def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -51,12 +31,8 @@ def cli(config: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_cli_approval_restarts_the_server_with_the_new_value(short_tmp: Path) -> None:
-    me = pwd.getpwuid(os.getuid()).pw_name
     with supervised_sim(short_tmp, "max-num-seqs: 8\n", load=SATURATING_WORKLOAD) as sim:
-        config = governor_config(short_tmp, sim, max_ttft_ratio=50.0)
-        approvers = f'[approvals.restart]\nusers = ["unix:{me}"]\ntwo_person = false\n'
-        config.write_text(config.read_text() + approvers)
-        (short_tmp / "policies" / "more-seqs.yaml").write_text(APPROVAL_POLICY)
+        config = approval_config(short_tmp, sim, [unix_user()])
         socket = short_tmp / "control.sock"
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1")
@@ -96,7 +72,7 @@ def test_a_cli_approval_restarts_the_server_with_the_new_value(short_tmp: Path) 
 
             listed = eventually(verified, "the proposal verified", daemon)
             assert [(v["user"], v["action"], v["via"]) for v in listed["votes"]] == [
-                (f"unix:{me}", "approve", "cli")
+                (unix_user(), "approve", "cli")
             ]
             again = cli(config, "approve", proposal["id"])
             assert again.returncode == 1

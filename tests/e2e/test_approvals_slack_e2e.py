@@ -26,46 +26,33 @@ import pytest
 
 from daemon.app.control_client import call_daemon
 from tests.support.daemon import RunningDaemon, running_daemon
-from tests.support.retune import finished, governor_config, journal, running_now
+from tests.support.retune import approval_config, finished, journal, running_now
 from tests.support.slack_double import APP_TOKEN, BOT_TOKEN, Envelope, SlackDouble
+from tests.support.slack_double.messages import (
+    CHANNEL,
+    ephemerals_to,
+    header,
+    top_messages,
+    unset_proxies,
+)
 from tests.support.slack_double.store import Message
-from tests.support.supervised_sim import SupervisedSim, supervised_sim
+from tests.support.supervised_sim import SATURATING_WORKLOAD, SupervisedSim, supervised_sim
 
 pytestmark = [pytest.mark.service("supervisord"), pytest.mark.slow, pytest.mark.timeout(300)]
 
 T = TypeVar("T")
 
-CHANNEL = "C0GOVERNOR"
 ALICE, BOB, MALLORY = "U0ALICE", "U0BOB", "U0MALLORY"
-SATURATING_WORKLOAD = """\
-name: saturating
-duration_s: 600
-seed: 3
-arrivals: {rate_rps: 40}
-prompt_tokens: {median: 200, p90: 400, max: 1000}
-output_tokens: {median: 150, p90: 300, max: 600}
-"""
-APPROVAL_POLICY = """\
-name: more-seqs
-targets: [sim]
-when: waiting > 2.0
-action:
-  set: {max_num_seqs: "current * 2.0"}
-  risk: approval
-cooldown: 1h
-"""
-PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
 
 
 @pytest.fixture(autouse=True)
 def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The daemon inherits this environment; slack-sdk must reach the double on loopback."""
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
+    unset_proxies(monkeypatch)
 
 
 def slack_config(double: SlackDouble) -> str:
-    """``[slack]`` at the double and an allow-list of Alice and Bob (no tokens: they are secrets)."""
+    """``[slack]`` at the double (no tokens: they are secrets) and a quick approvals sweep."""
     return f"""
 [slack]
 enabled = true
@@ -77,9 +64,6 @@ max_retries = 3
 retry_max_delay_s = 2.0
 [approvals]
 sweep_interval_s = 0.5
-[approvals.restart]
-users = ["{ALICE}", "{BOB}"]
-two_person = false
 """
 
 
@@ -101,18 +85,6 @@ async def until(
         assert daemon.process.poll() is None, f"the daemon exited:\n{daemon.log_text()[-6000:]}"
         await asyncio.sleep(0.1)
     raise AssertionError(f"{what}: not within {timeout_s} s; log:\n{daemon.log_text()[-6000:]}")
-
-
-def top_messages(double: SlackDouble) -> list[Message]:
-    return [m for m in double.store.in_channel(CHANNEL) if m.thread_ts is None]
-
-
-def header(message: Message) -> str:
-    return str(message.blocks[0]["text"]["text"])
-
-
-def ephemerals_to(double: SlackDouble, user: str) -> list[str]:
-    return [e.text for e in double.store.ephemerals if e.user == user]
 
 
 async def press(double: SlackDouble, message: Message, user: str) -> Envelope:
@@ -137,9 +109,7 @@ def served_since(sim: SupervisedSim) -> int | None:
 
 
 async def scenario(directory: Path, sim: SupervisedSim, double: SlackDouble) -> None:
-    config = governor_config(directory, sim, max_ttft_ratio=50.0)
-    config.write_text(config.read_text() + slack_config(double))
-    (directory / "policies" / "more-seqs.yaml").write_text(APPROVAL_POLICY)
+    config = approval_config(directory, sim, [ALICE, BOB], extra=slack_config(double))
     socket = directory / "control.sock"
 
     def proposals() -> list[dict[str, Any]]:

@@ -25,19 +25,10 @@ from tests.support.retune import (
     step_reached,
     write_policy,
 )
-from tests.support.supervised_sim import supervised_sim
+from tests.support.supervised_sim import SATURATING_WORKLOAD, supervised_sim
 
 pytestmark = [pytest.mark.service("supervisord"), pytest.mark.slow]
 
-# 40 requests/s of ~150 output tokens saturate 8 (and 16) sequences at once.
-SATURATING_WORKLOAD = """\
-name: saturating
-duration_s: 600
-seed: 3
-arrivals: {rate_rps: 40}
-prompt_tokens: {median: 200, p90: 400, max: 1000}
-output_tokens: {median: 150, p90: 300, max: 600}
-"""
 # 600 blocks of 16 tokens hold 8 such sequences, not 32: more sequences mean preemptions once
 # the KV cache fills, about 2 s after the start, hence a verification window of 4 s.
 SMALL_KV_CACHE = "max-num-seqs: 8\nnum-gpu-blocks-override: 600\n"

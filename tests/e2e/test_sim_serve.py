@@ -22,6 +22,7 @@ import pytest
 from daemon.core.errors import MetricsParseError
 from daemon.sources.vllm_metrics import VllmScrape, parse_vllm_metrics
 from tests.support.services import free_port
+from tests.support.supervised_sim import SATURATING_WORKLOAD
 
 PROFILE = "llama-3.1-8b-h100-tp1"
 MODEL = "sim/test-model"
@@ -44,17 +45,6 @@ SIM_ONLY = {
 }
 # Canonical signals of the fixture the simulator lacks, and why: none.
 FIXTURE_ONLY: dict[str, str] = {}
-
-# A workload that saturates a small max-num-seqs at once: 40 requests/s of ~150 output tokens
-# need ~6,000 tokens/s, several times what 4-12 sequences at ~6 ms per step produce.
-SATURATING_WORKLOAD = """\
-name: saturating
-duration_s: 600
-seed: 3
-arrivals: {rate_rps: 40}
-prompt_tokens: {median: 200, p90: 400, max: 1000}
-output_tokens: {median: 150, p90: 300, max: 600}
-"""
 
 
 @dataclass

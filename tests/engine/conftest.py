@@ -1,11 +1,18 @@
-"""Engine tests run on a real event loop and fail when a test leaves a task behind."""
+"""Engine tests run on a real event loop and fail when a test leaves a task behind.
+
+The approvals tests share one fixture: a running Slack double.
+"""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
 
+import pytest
 import pytest_asyncio
+
+from tests.support.slack_double import SlackDouble
+from tests.support.slack_double.messages import unset_proxies
 
 
 @pytest_asyncio.fixture(autouse=True)
@@ -15,3 +22,11 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
     current = asyncio.current_task()
     leaked = [task for task in asyncio.all_tasks() if task is not current and not task.done()]
     assert not leaked, f"tasks leaked by the test: {[task.get_name() for task in leaked]}"
+
+
+@pytest_asyncio.fixture
+async def double(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SlackDouble]:
+    """A running Slack double, reachable by slack-sdk on loopback (no proxy in between)."""
+    unset_proxies(monkeypatch)
+    async with SlackDouble() as running:
+        yield running

@@ -7,12 +7,10 @@ forged, replayed and stale ones get 401 and change nothing.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from actuators.vllm.freezes import freeze_reason as actuator_freeze_reason
 from daemon.core.clock import SystemClock
@@ -20,26 +18,14 @@ from daemon.engine.freeze_files import write_freeze
 from tests.support.slack_double import SlackDouble, block_actions, post, signed_request
 from tests.support.slack_double.approvals_rig import (
     ALICE,
-    CHANNEL,
     MALLORY,
     SIGNING_SECRET,
     approvals_rig,
     intent,
 )
 from tests.support.slack_double.interactivity import SignedRequest
+from tests.support.slack_double.messages import CHANNEL
 from tests.support.tasks import eventually
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest_asyncio.fixture
-async def double() -> AsyncIterator[SlackDouble]:
-    async with SlackDouble() as running:
-        yield running
 
 
 @pytest.mark.asyncio

@@ -11,44 +11,25 @@ never run the change a second time.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from daemon.approvals.clicks import Action, Click
 from daemon.core.actuation import DONE, REVERTED
 from tests.support.slack_double import SlackDouble
 from tests.support.slack_double.approvals_rig import (
     ALICE,
-    CHANNEL,
     RecordingActuator,
     Rig,
     approvals_rig,
     intent,
 )
+from tests.support.slack_double.messages import CHANNEL, header
 from tests.support.slack_double.store import Message
 from tests.support.tasks import eventually
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """slack-sdk honours HTTPS_PROXY: loopback must not go through one."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest_asyncio.fixture
-async def double() -> AsyncIterator[SlackDouble]:
-    async with SlackDouble() as running:
-        yield running
-
-
-def header(message: Message) -> str:
-    return str(message.blocks[0]["text"]["text"])
 
 
 async def approve_and_stop(

@@ -7,52 +7,24 @@ Every refusal test also checks that nothing was applied: zero accepted bad click
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from daemon.approvals.clicks import Action, Click
 from tests.support.slack_double import Drop, RateLimited, ServerError, SlackDouble, block_actions
-from tests.support.slack_double.approvals_rig import (
-    ALICE,
-    BOB,
+from tests.support.slack_double.approvals_rig import ALICE, BOB, MALLORY, approvals_rig, intent
+from tests.support.slack_double.messages import (
     CHANNEL,
-    MALLORY,
-    approvals_rig,
-    intent,
+    ephemerals_to,
+    has_buttons,
+    header,
+    top_messages,
 )
 from tests.support.slack_double.store import Message
 from tests.support.tasks import eventually
 
 pytestmark = pytest.mark.asyncio
-
-PROXY_VARIABLES = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "ALL_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "all_proxy",
-)
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """slack-sdk honours HTTPS_PROXY: loopback must not go through one."""
-    for name in PROXY_VARIABLES:
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest_asyncio.fixture
-async def double() -> AsyncIterator[SlackDouble]:
-    async with SlackDouble() as running:
-        yield running
-
-
-def top_messages(double: SlackDouble) -> list[Message]:
-    return [m for m in double.store.in_channel(CHANNEL) if m.thread_ts is None]
 
 
 async def posted(double: SlackDouble) -> Message:
@@ -61,18 +33,6 @@ async def posted(double: SlackDouble) -> Message:
     await double.socket.wait_connections(1)
     await eventually(lambda: bool(double.socket.open_connections), "a Socket Mode connection")
     return top_messages(double)[0]
-
-
-def header(message: Message) -> str:
-    return str(message.blocks[0]["text"]["text"])
-
-
-def has_buttons(message: Message) -> bool:
-    return any(block["type"] == "actions" for block in message.blocks)
-
-
-def ephemerals_to(double: SlackDouble, user: str) -> list[str]:
-    return [e.text for e in double.store.ephemerals if e.user == user]
 
 
 async def press(double: SlackDouble, message: Message, user: str, action: str) -> None:

@@ -7,43 +7,16 @@ only the policies' answer (the lens) is set by the test.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from tests.support.slack_double import RateLimited, ServerError, SlackDouble
-from tests.support.slack_double.approvals_rig import CHANNEL, approvals_rig, intent
-from tests.support.slack_double.store import Message
+from tests.support.slack_double.approvals_rig import approvals_rig, intent
+from tests.support.slack_double.messages import CHANNEL, has_buttons, header, top_messages
 from tests.support.tasks import eventually
 
 pytestmark = pytest.mark.asyncio
-
-
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """slack-sdk honours HTTPS_PROXY: loopback must not go through one."""
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest_asyncio.fixture
-async def double() -> AsyncIterator[SlackDouble]:
-    async with SlackDouble() as running:
-        yield running
-
-
-def top_messages(double: SlackDouble) -> list[Message]:
-    return [m for m in double.store.in_channel(CHANNEL) if m.thread_ts is None]
-
-
-def header(message: Message) -> str:
-    return str(message.blocks[0]["text"]["text"])
-
-
-def has_buttons(message: Message) -> bool:
-    return any(block["type"] == "actions" for block in message.blocks)
 
 
 async def test_the_sweeper_withdraws_a_proposal_whose_condition_stopped_holding(

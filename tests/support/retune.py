@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -21,7 +23,7 @@ targets: [sim]
 when: {condition}
 action:
   set: {{max_num_seqs: "current * {factor}"}}
-  risk: auto
+  risk: {risk}
 cooldown: 1h
 """
 
@@ -62,9 +64,39 @@ hourly_budget = 5
     return config
 
 
-def write_policy(directory: Path, condition: str, factor: float = 2.0) -> None:
-    text = MORE_SEQS.format(condition=condition, factor=f"{factor:.1f}")
+def write_policy(
+    directory: Path, condition: str, factor: float = 2.0, *, risk: str = "auto"
+) -> None:
+    text = MORE_SEQS.format(condition=condition, factor=f"{factor:.1f}", risk=risk)
     (directory / "policies" / "more-seqs.yaml").write_text(text)
+
+
+def unix_user() -> str:
+    """The approver identity of whoever runs this process, as the control socket sees it."""
+    return f"unix:{pwd.getpwuid(os.getuid()).pw_name}"
+
+
+def approval_config(
+    directory: Path,
+    sim: SupervisedSim,
+    approvers: Sequence[str],
+    *,
+    extra: str = "",
+    verify_window_s: float = 2.0,
+) -> Path:
+    """The governor's config with ``extra`` and an approval-risk ``more-seqs`` policy.
+
+    The policy doubles ``max_num_seqs`` while more than 2 requests wait; each of ``approvers``
+    alone may decide its restart proposals. Under a saturating load both verification windows
+    sit in a growing queue, so the TTFT ratio says more about a busy machine than about the
+    change: it is relaxed to 50 here (the rule has its own unit tests).
+    """
+    config = governor_config(directory, sim, max_ttft_ratio=50.0, verify_window_s=verify_window_s)
+    users = ", ".join(json.dumps(user) for user in approvers)
+    restart = f"[approvals.restart]\nusers = [{users}]\ntwo_person = false\n"
+    config.write_text(config.read_text() + extra + restart)
+    write_policy(directory, "waiting > 2.0", risk="approval")
+    return config
 
 
 def journal(directory: Path) -> list[dict[str, Any]]:

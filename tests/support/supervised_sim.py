@@ -28,6 +28,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PROFILE = "llama-3.1-8b-h100-tp1"
 MODEL = "sim/test-model"
 PROGRAM = "sim"
+# A load that saturates a small max-num-seqs at once: 40 requests/s of ~150 output tokens need
+# ~6,000 tokens/s, several times what 4-16 sequences at ~6 ms per step produce.
+SATURATING_WORKLOAD = """\
+name: saturating
+duration_s: 600
+seed: 3
+arrivals: {rate_rps: 40}
+prompt_tokens: {median: 200, p90: 400, max: 1000}
+output_tokens: {median: 150, p90: 300, max: 600}
+"""
 
 
 @dataclass

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from daemon.app.commands.status import socket_of
-from daemon.app.control_client import call_daemon
+from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.errors import ControlError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,10 +31,8 @@ def main(args: argparse.Namespace) -> int:
     socket_path = socket_of(args)
     if socket_path is None:
         return EXIT_CONFIG
-    try:
-        answer = call_daemon(socket_path, "explain", policy=args.policy)
-    except ControlError as exc:
-        print(f"vllm-governor: {exc}", file=sys.stderr)
+    answer = answer_or_say_why(socket_path, "explain", policy=args.policy)
+    if answer is None:
         return EXIT_FAILURE
     if args.json:
         print(json.dumps(answer, indent=2))

@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.status import socket_of
-from daemon.app.control_client import call_daemon
+from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.errors import ControlError
 
 # A refused click is a failure for scripts: they must not go on as if it had been approved.
 EXIT_REFUSED = EXIT_FAILURE
@@ -91,11 +90,7 @@ def ask(args: argparse.Namespace, command: str, **call: Any) -> Any:
     socket_path = socket_of(args)
     if socket_path is None:
         return None
-    try:
-        return call_daemon(socket_path, command, **call)
-    except ControlError as exc:
-        print(f"vllm-governor: {exc}", file=sys.stderr)
-        return None
+    return answer_or_say_why(socket_path, command, **call)
 
 
 def _decided(answer: dict[str, Any] | None) -> int:

@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.status import socket_of
-from daemon.app.control_client import call_daemon
+from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.errors import ControlError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -82,8 +81,4 @@ def _ask(args: argparse.Namespace, command: str, **arguments: Any) -> Any:
     socket_path = socket_of(args)
     if socket_path is None:
         sys.exit(EXIT_CONFIG)
-    try:
-        return call_daemon(socket_path, command, **arguments)
-    except ControlError as exc:
-        print(f"vllm-governor: {exc}", file=sys.stderr)
-        return None
+    return answer_or_say_why(socket_path, command, **arguments)

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.gate_status import gate_lines
-from daemon.app.control_client import call_daemon
+from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.errors import ConfigError, ControlError
+from daemon.core.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -50,10 +50,8 @@ def main(args: argparse.Namespace) -> int:
     socket_path = socket_of(args)
     if socket_path is None:
         return EXIT_CONFIG
-    try:
-        status = call_daemon(socket_path, "status")
-    except ControlError as exc:
-        print(f"vllm-governor: {exc}", file=sys.stderr)
+    status = answer_or_say_why(socket_path, "status")
+    if status is None:
         return EXIT_FAILURE
     if args.json:
         print(json.dumps(status, indent=2))

@@ -38,9 +38,9 @@ from daemon.engine.approvals_plane import ApprovalsPlane
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.supervisor import supervise
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
+from tests.support.slack_double.messages import CHANNEL
 from tests.support.slack_double.server import APP_TOKEN, BOT_TOKEN, SlackDouble
 
-CHANNEL = "C0GOVERNOR"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 ALICE, BOB, MALLORY = "U0ALICE", "U0BOB", "U0MALLORY"
 
