@@ -48,3 +48,8 @@ class SpecError(SimulatorError):
     def __init__(self, issues: list[SpecIssue]) -> None:
         self.issues = tuple(issues)
         super().__init__("\n".join(issue.render() for issue in self.issues))
+
+    def __reduce__(self) -> tuple[type[SpecError], tuple[list[SpecIssue]]]:
+        # Pickled as its issues, not its message: a worker process of `simulate --jobs` hands
+        # it back to the parent, which would otherwise rebuild it from a string and crash.
+        return (type(self), (list(self.issues),))

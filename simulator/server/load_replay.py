@@ -15,17 +15,13 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from simulator.arrivals import Arrival
 from simulator.errors import SpecError, SpecIssue
 from simulator.server.driver import RealTimeDriver
+from simulator.shipped import shipped_input
 from simulator.synthetic_workloads import generate, load_workload
 from simulator.trace_replay import read_trace
-
-_PACKAGE = Path(__file__).resolve().parents[1]
-WORKLOAD_DIR = _PACKAGE / "workloads"
-TRACE_DIR = _PACKAGE / "traces"
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +35,10 @@ def load_arrivals(spec: str, seed: int | None) -> tuple[list[Arrival], str]:
     Raises:
         SpecError: The file is missing or invalid.
     """
-    path = Path(spec)
+    path = shipped_input(spec)
     if not path.is_file():
-        for candidate in (WORKLOAD_DIR / f"{spec}.yaml", TRACE_DIR / f"{spec}.csv"):
-            if candidate.is_file():
-                path = candidate
-                break
-        else:
-            message = "no such trace or workload file, and no shipped one of that name"
-            raise SpecError([SpecIssue(path, 0, 0, "", message)])
+        message = "no such trace or workload file, and no shipped one of that name"
+        raise SpecError([SpecIssue(path, 0, 0, "", message)])
     if path.suffix == ".csv":
         return read_trace(path, seed=seed or 0), f"trace {path.name}"
     workload = load_workload(path)

@@ -27,8 +27,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "ratios against static-default; write JSON and a plot.",
     )
     workload = parser.add_mutually_exclusive_group(required=True)
-    workload.add_argument("--trace", type=Path, help="CSV trace to replay")
-    workload.add_argument("--workload", type=Path, help="synthetic workload spec (YAML)")
+    workload.add_argument(
+        "--trace", type=Path, help="CSV trace to replay (a path, or a shipped name)"
+    )
+    workload.add_argument(
+        "--workload",
+        type=Path,
+        help="synthetic workload spec (YAML: a path, or a shipped name such as proof-four-phases)",
+    )
     parser.add_argument(
         "--profile", default="llama-3.1-8b-h100-tp1", help="engine profile: a name or a file"
     )

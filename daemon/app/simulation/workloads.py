@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.arrivals import Arrival
+from simulator.shipped import shipped_input
 from simulator.synthetic_workloads import generate, load_workload
 from simulator.trace_replay import read_trace
 
@@ -54,6 +55,7 @@ def load(*, trace: Path | None, spec: Path | None, seed: int, profile: str) -> W
         SpecError: the file is missing or invalid.
     """
     if trace is not None:
+        trace = shipped_input(trace)
         arrivals = read_trace(trace)
         end = arrivals[-1].arrived_at if arrivals else 0.0
         duration = max(end, 1.0)
@@ -61,7 +63,7 @@ def load(*, trace: Path | None, spec: Path | None, seed: int, profile: str) -> W
     if spec is None:
         message = "a trace or a workload spec is needed"
         raise ValueError(message)
-    workload = load_workload(spec)
+    workload = load_workload(shipped_input(spec))
     arrivals = generate(
         workload, seed, rate_scale=workload.rate_scale_for(profile), profile=profile
     )

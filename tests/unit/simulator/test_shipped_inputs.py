@@ -1,0 +1,30 @@
+"""Inputs by shipped name, and errors that survive the trip back from a worker process."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+
+from simulator.errors import SpecError, SpecIssue
+from simulator.shipped import TRACE_DIR, WORKLOAD_DIR, shipped_input
+
+
+def test_a_shipped_name_finds_its_workload_or_trace_and_a_path_wins() -> None:
+    assert shipped_input("burst-and-long-outputs") == WORKLOAD_DIR / "burst-and-long-outputs.yaml"
+    assert shipped_input("azure-llm-2023-conv") == TRACE_DIR / "azure-llm-2023-conv.csv"
+    path = WORKLOAD_DIR / "proof-four-phases.yaml"
+    assert shipped_input(path) == path
+
+
+def test_an_unknown_name_comes_back_as_asked_so_the_error_names_it() -> None:
+    assert shipped_input("no-such-workload") == Path("no-such-workload")
+
+
+def test_a_spec_error_pickles_with_its_issues() -> None:
+    # `simulate --jobs N` runs in worker processes; an error raised there is pickled back to
+    # the parent. Rebuilt from its message, it crashed the pool's result thread and hung.
+    error = SpecError([SpecIssue(Path("w.yaml"), 3, 5, "arrivals.rate_rps", "must be > 0")])
+    again = pickle.loads(pickle.dumps(error))
+    assert isinstance(again, SpecError)
+    assert again.issues == error.issues
+    assert str(again) == "w.yaml:3:5: arrivals.rate_rps: must be > 0"
