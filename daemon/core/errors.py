@@ -26,6 +26,8 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     │                               after its retries
     ├── BacktestError               (daemon/app/backtest/errors.py) a recording, a Prometheus
     │                               range or an option the backtest cannot use
+    ├── DemoError                   (daemon/app/demo/children.py) a piece of the demo could
+    │                               not start or run
     └── TaskCrashedError            an eternal task of the supervisor ended or crashed
 """
 

@@ -5,9 +5,11 @@
 * A server the governor cannot change (no ``config_path``, or no actuator) blocks the intent
   (``not_actuated``). An operation (``restart``: no config change) goes the same way as a
   change, through the actuator's preflight (its restart envelope, freezes, one in flight).
-* A live log-level target (``[[http_log_level]]``) takes ``log_level`` alone; any other knob
-  or an operation is blocked (``not_actuated``), whatever the policy says.
-* Risk ``approval``: a proposal, kept until a person decides (approvals are their own issue).
+* A live log-level target (``[[http_log_level]]``) takes ``log_level`` alone, with risk
+  ``auto``; any other knob, an operation or risk ``approval`` is blocked (``not_actuated``),
+  whatever the policy says.
+* Risk ``approval``: a proposal for the approvals plane (:mod:`daemon.engine.approvals_plane`),
+  kept until a person decides; once approved it comes back on the same path as ``auto``.
 * Risk ``auto``: to the actuation runner. The instance's ``mode`` (active or dry-run) and
   every envelope are checked again there, on the path that changes the server.
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO
 
 from daemon.app.demo.scenario import LOADING_S, PROFILE, SHUTDOWN_TIMEOUT_S, Paths
+from daemon.core.errors import GovernorError
 
 # The server drains for up to SHUTDOWN_TIMEOUT_S on SIGTERM and then closes its HTTP side
 # (up to 5 s): the supervisor waits longer than that before it kills it, the demo longer still.
@@ -33,7 +34,7 @@ _STOP_DEADLINE_S = _SERVER_STOP_TIMEOUT_S + 10.0
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
-class DemoError(Exception):
+class DemoError(GovernorError):
     """The demo could not start or run a piece; the message says which and where to look."""
 
 
