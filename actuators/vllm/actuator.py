@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from actuators.vllm.atomic_files import FileSnapshot, snapshot
-from actuators.vllm.config_text import read_yaml_options
 from actuators.vllm.flows import forward
 from actuators.vllm.freezes import freeze_reason
 from actuators.vllm.knob_reader import KnobReader
@@ -48,7 +47,7 @@ from daemon.api import (
     VllmInstance,
 )
 
-Objection = Callable[[Mapping[str, Any], Clock], Awaitable[str]]
+Objection = Callable[[str, Clock, Path | None], Awaitable[str]]
 HOUR = timedelta(hours=1)
 
 
@@ -208,8 +207,8 @@ class VllmActuator:
             restarted_at=restarted_at,
         )
         if not refusals:
-            options = read_yaml_options(plan.files[0].new_text, str(plan.files[0].path))
-            if objection := await self._objection(options, self._clock):
+            config_text = plan.files[0].new_text
+            if objection := await self._objection(config_text, self._clock, instance.python):
                 refusals.append(("vllm_parser", objection))
         if not refusals:
             seen = await probe(instance.url, instance.scrape_timeout_s + 1.0)

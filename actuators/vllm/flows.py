@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from actuators.vllm.probes import Probe, probe
+from actuators.vllm.read_back import CONTRADICTED
 from actuators.vllm.steps import (
     DRAINED,
     READY,
@@ -52,7 +53,7 @@ async def forward(steps: ChangeSteps) -> ActuationResult:
     with timer.phase("drain"):
         drained = await steps.drain()
     await steps.mark(DRAINED, drain=drained)
-    await steps.mark(RESTARTING)
+    await steps.mark(RESTARTING, **steps.restart_facts())
     with timer.phase("restart"):
         command = await steps.restart()
     await steps.mark(RESTARTED, restart={"exit": command.returncode, "output": command.output})
@@ -71,8 +72,12 @@ async def forward(steps: ChangeSteps) -> ActuationResult:
 
 
 async def verify_and_finish(steps: ChangeSteps, process_start: float | None) -> ActuationResult:
-    """Verify the change that now serves; finish it, or revert it."""
-    await steps.mark(VERIFYING)
+    """Read back and verify the change that now serves; finish it, or revert it."""
+    with steps.timer.phase("read_back"):
+        stated = await steps.read_back()
+    await steps.mark(VERIFYING, read_back=stated.as_json())
+    if stated.state == CONTRADICTED:
+        return await revert(steps, f"read-back: {stated.detail}")
     with steps.timer.phase("verify"):
         verdict = await steps.verify(process_start)
     if not verdict.ok:

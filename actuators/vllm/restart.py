@@ -48,9 +48,17 @@ class CommandResult:
 
 
 async def run_command(
-    argv: Sequence[str], timeout_s: float, clock: Clock, env: Mapping[str, str] | None = None
+    argv: Sequence[str],
+    timeout_s: float,
+    clock: Clock,
+    env: Mapping[str, str] | None = None,
+    *,
+    output_limit: int = _OUTPUT_LIMIT,
 ) -> CommandResult:
-    """Run ``argv`` with no shell and no input, up to ``timeout_s`` seconds."""
+    """Run ``argv`` with no shell and no input, up to ``timeout_s`` seconds.
+
+    ``output`` keeps the last ``output_limit`` characters of what it printed.
+    """
     arguments = tuple(argv)
     started = clock.monotonic()
     with tempfile.TemporaryFile() as output:
@@ -76,7 +84,7 @@ async def run_command(
             await _kill(process)
             raise
         output.seek(0)
-        text = output.read().decode("utf-8", errors="replace")[-_OUTPUT_LIMIT:]
+        text = output.read().decode("utf-8", errors="replace")[-output_limit:]
     return CommandResult(arguments, process.returncode, text, clock.monotonic() - started)
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from actuators.vllm.atomic_files import atomic_write, snapshot
 from actuators.vllm.probes import Probe, post, wait_ready
+from actuators.vllm.read_back import ReadBack, log_mark, read_back
 from actuators.vllm.restart import CommandResult, run_command
 from actuators.vllm.verification import Verdict, verify
 from daemon.api import ActuationJournal, Clock, SignalWindows, VllmInstance
@@ -138,6 +139,14 @@ class ChangeSteps:
         """Undo a pause (a change abandoned before its restart)."""
         if self.instance.drain == "pause":
             await post(self.instance.url, "/resume", self.instance.scrape_timeout_s + 1.0)
+
+    def restart_facts(self) -> dict[str, Any]:
+        """What the read-back needs to find the new process's output: journaled before a restart."""
+        return {"restart_at": self.clock.wall().timestamp(), "log_mark": log_mark(self.instance)}
+
+    async def read_back(self) -> ReadBack:
+        """What the restarted server says it runs with, against the plan's config file."""
+        return await read_back(self.instance, self.plan, self.facts, self.clock)
 
     async def restart(self) -> CommandResult:
         """Run the restart command of the plan."""

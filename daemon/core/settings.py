@@ -42,6 +42,14 @@ InstanceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9_-]{0,
 # thing substituted into it, so that no configured string can become a command of its own.
 UNIT_PLACEHOLDER = "{unit}"
 DEFAULT_RESTART_COMMAND = ("systemctl", "restart", UNIT_PLACEHOLDER)
+SINCE_PLACEHOLDER = "{since}"
+DEFAULT_SERVER_LOG_COMMAND = (
+    "journalctl",
+    f"--unit={UNIT_PLACEHOLDER}",
+    f"--since=@{SINCE_PLACEHOLDER}",
+    "--output=cat",
+    "--no-pager",
+)
 _PLACEHOLDER = re.compile(r"\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
@@ -206,6 +214,11 @@ class VllmInstance(_Section):
     config_path: Path | None = None
     env_file: Path | None = None
     restart_command: tuple[str, ...] = DEFAULT_RESTART_COMMAND
+    # vLLM's own interpreter (its virtual environment's python): preflight asks vLLM's parser.
+    python: Path | None = None
+    # Where the server's output can be read, to read back the settings it says it started with.
+    server_log_file: Path | None = None
+    server_log_command: tuple[str, ...] = DEFAULT_SERVER_LOG_COMMAND
     restart_timeout_s: Seconds = 300.0
     ready_timeout_s: Seconds = 900.0
     # The envelope of a restart without a config change (a policy's ``operation: restart``):
@@ -231,6 +244,28 @@ class VllmInstance(_Section):
         for argument in command:
             refuse_other_placeholders(argument, UNIT_PLACEHOLDER, _PLACEHOLDER)
         return command
+
+    @field_validator("server_log_command")
+    @classmethod
+    def _log_command_arguments(cls, command: tuple[str, ...]) -> tuple[str, ...]:
+        if not command or not command[0]:
+            message = 'must name a program: an argument list such as ["journalctl", ...]'
+            raise ValueError(message)
+        for argument in command:
+            for placeholder in _PLACEHOLDER.findall(argument):
+                if placeholder not in (UNIT_PLACEHOLDER, SINCE_PLACEHOLDER):
+                    message = f"{placeholder} is not substituted; only {{unit}} and {{since}} are"
+                    raise ValueError(message)
+        return command
+
+    def server_log_argv(self, since: float) -> tuple[str, ...]:
+        """The log command with ``{unit}`` and ``{since}`` (whole Unix seconds) substituted."""
+        return tuple(
+            argument.replace(UNIT_PLACEHOLDER, self.unit).replace(
+                SINCE_PLACEHOLDER, str(int(since))
+            )
+            for argument in self.server_log_command
+        )
 
     @model_validator(mode="after")
     def _actuatable(self) -> VllmInstance:

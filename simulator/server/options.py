@@ -8,8 +8,9 @@ a test instrument, not a service.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from simulator.arrivals import Arrival
 from simulator.errors import SpecError, SpecIssue
@@ -17,6 +18,7 @@ from simulator.profiles import EngineProfile, load_profile
 from simulator.server.load_replay import load_arrivals
 from simulator.settings import EngineSettings
 from simulator.shipped import DEFAULT_HOST, DEFAULT_PORT
+from simulator.spec_files import load_mapping
 from simulator.vllm_config import load_vllm_config
 
 
@@ -62,6 +64,7 @@ class ServePlan:
         load_name: The workload's name for the log, or None.
         load_origin: As in :class:`ServeOptions`.
         summary: As in :class:`ServeOptions`.
+        given: The options given (file and flags), as vLLM logs them at start.
     """
 
     profile: EngineProfile
@@ -73,6 +76,7 @@ class ServePlan:
     load_name: str | None
     load_origin: float | None
     summary: Path | None = None
+    given: dict[str, Any] = field(default_factory=dict)
 
 
 def resolve(options: ServeOptions) -> ServePlan:
@@ -108,7 +112,15 @@ def resolve(options: ServeOptions) -> ServePlan:
         load_name=load_name,
         load_origin=options.load_origin,
         summary=options.summary,
+        given=_given(options.config, host, port),
     )
+
+
+def _given(config: Path, host: str, port: int) -> dict[str, Any]:
+    """The options as vLLM's start-up line states them: underscores, file merged with flags."""
+    document, _ = load_mapping(config)
+    given = {str(key).replace("-", "_"): value for key, value in document.items()}
+    return {**given, "host": host, "port": port}
 
 
 def _port(text: str, config: Path) -> int:

@@ -93,6 +93,8 @@ async def _serve(plan: ServePlan) -> int:
 async def _stopped_while_loading(plan: ServePlan, stop: asyncio.Event) -> bool:
     """Keep the port closed for the loading time; True if a signal came meanwhile."""
     settings = plan.settings
+    # vLLM's API server states what it parsed in this form; the governor reads it back.
+    log.info("non-default args: %s", plan.given)
     log.info(
         "loading %s (profile %s, max-num-seqs %d, max-num-batched-tokens %d) for %.1f s; "
         "port %d stays closed until then",

@@ -2,7 +2,10 @@
 
 ``/health`` and ``/ping`` (200; 503 once the engine has stopped), ``/version``,
 ``/v1/models``, ``POST /v1/completions`` (streaming or not) and ``/metrics``. While the
-server drains after SIGTERM, new completions get 503, as vLLM answers them.
+server drains after SIGTERM, ``/health`` stays 200 and new completions get HTTP 500 with the
+message of vLLM's engine client, as vLLM 0.32 answers them (observed on a real server). Every
+answer is counted in ``http_requests_total{handler, method, status}`` with the status class
+("2xx", "5xx"), as vLLM's HTTP instrumentation counts them.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import time
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry
+from aiohttp.typedefs import Handler
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 
 from simulator.requests import Outcome, RejectReason
@@ -24,7 +28,7 @@ from simulator.server.tickets import Ticket
 VLLM_VERSION = "0.33.0"
 
 _REJECTIONS = {
-    RejectReason.UNAVAILABLE: (503, "The server is shutting down and takes no new requests."),
+    RejectReason.UNAVAILABLE: (500, "cannot schedule new futures after shutdown"),
     RejectReason.MAX_NUM_QUEUED_REQS: (503, "Too many requests in flight (max-num-queued-reqs)."),
     RejectReason.MAX_NUM_QUEUED_TOKENS: (
         503,
@@ -48,10 +52,16 @@ class VllmApi:
         self._registry = registry
         self._model = model
         self._started = int(time.time())
+        self._answers = Counter(
+            "http_requests",
+            "Total number of requests by method, status and handler.",
+            ("handler", "method", "status"),
+            registry=registry,
+        )
 
     def app(self) -> web.Application:
         """An aiohttp application with every route."""
-        app = web.Application()
+        app = web.Application(middlewares=[self._count])
         app.router.add_get("/health", self.health)
         app.router.add_get("/ping", self.health)
         app.router.add_post("/ping", self.health)
@@ -60,6 +70,22 @@ class VllmApi:
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/metrics", self.metrics)
         return app
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Count each answer by route and status class."""
+        try:
+            response = await handler(request)
+        except web.HTTPException as exc:
+            self._answered(request, exc.status)
+            raise
+        self._answered(request, response.status)
+        return response
+
+    def _answered(self, request: web.Request, status: int) -> None:
+        route = request.match_info.route.resource
+        path = route.canonical if route is not None else "none"
+        self._answers.labels(path, request.method, f"{status // 100}xx").inc()
 
     async def health(self, _: web.Request) -> web.Response:
         """200 while the engine lives (draining included), 503 once it has stopped."""

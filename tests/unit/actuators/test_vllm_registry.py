@@ -1,10 +1,22 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from actuators.vllm.registry import NEWER_THAN_KNOWN, V0_33, Where, registry_for
+from actuators.vllm.registry import (
+    LOG_NAMES,
+    NEWER_THAN_KNOWN,
+    V0_32,
+    V0_33,
+    Kind,
+    VersionRegistry,
+    Where,
+    registry_for,
+)
 from actuators.vllm.versions import Version, parse_version
 from daemon.api import KNOBS, ActuationRefused
+from tests.support.vllm_help import options_of
 
 
 @pytest.mark.parametrize(
@@ -30,7 +42,7 @@ def test_the_running_version_picks_the_registry() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "guard"), [(None, "version"), ("x", "version"), ("0.20.1", "version")]
+    ("text", "guard"), [(None, "version"), ("x", "version"), ("0.31.4", "version")]
 )
 def test_unknown_unreadable_and_older_versions_are_refused(text: str | None, guard: str) -> None:
     with pytest.raises(ActuationRefused) as caught:
@@ -57,3 +69,48 @@ def test_newer_versions_get_only_long_standing_knobs() -> None:
 def test_removed_and_blinding_flags_are_listed() -> None:
     assert {"max-num-partial-prefills", "scheduler-delay-factor"} <= set(V0_33.removed)
     assert "disable-log-stats" in V0_33.never
+
+
+HELP_0_32 = Path(__file__).resolve().parents[2] / "fixtures/vllm-metrics/real-0.32-cpu"
+
+
+def registry_mismatches(registry: VersionRegistry, help_text: str) -> list[str]:
+    """What the registry claims that ``vllm serve --help=all`` contradicts."""
+    options = options_of(help_text)
+    wrong: list[str] = []
+    for flag in registry.knobs.values():
+        if flag.where is Where.ENV:
+            continue
+        option = options.get(flag.key)
+        if option is None:
+            wrong.append(f"--{flag.key} does not exist")
+            continue
+        if flag.kind is Kind.BOOL:
+            if not option.boolean_pair:
+                wrong.append(f"--{flag.key} is not a boolean pair")
+        elif not option.takes_value:
+            wrong.append(f"--{flag.key} takes no value")
+        if flag.kind is Kind.UVICORN_LOG_LEVEL:
+            words = {LOG_NAMES[level].lower() for level in LOG_NAMES}
+            if not words <= set(option.choices):
+                wrong.append(f"--{flag.key} takes {option.choices}, not all of {sorted(words)}")
+        numeric = flag.default is not None and flag.kind in (Kind.INT, Kind.FLOAT)
+        if numeric and (option.default is None or float(option.default) != flag.default):
+            wrong.append(f"--{flag.key} defaults to {option.default}, not {flag.default:g}")
+    for key in (*registry.removed, *registry.never):
+        if key in options and key not in registry.never:
+            wrong.append(f"--{key} is listed as removed but exists")
+    return wrong
+
+
+def test_0_32_is_known_and_its_registry_matches_its_real_help_text() -> None:
+    assert registry_for("0.32.0") is V0_32
+    help_text = (HELP_0_32 / "serve-help-all.txt").read_text()
+    assert registry_mismatches(V0_32, help_text) == []
+    # The checker itself sees a dropped or retyped flag.
+    dropped = help_text.replace("--max-num-seqs MAX_NUM_SEQS", "--max-num-seqz MAX_NUM_SEQS")
+    assert registry_mismatches(V0_32, dropped) == ["--max-num-seqs does not exist"]
+    moved = help_text.replace("(default: 1)\n  --scheduler-cls", "(default: 2)\n  --scheduler-cls")
+    assert registry_mismatches(V0_32, moved) == ["--prefill-schedule-interval defaults to 2, not 1"]
+    # disable-log-stats exists (the governor never sets it); removed flags do not.
+    assert "disable-log-stats" in options_of(help_text)

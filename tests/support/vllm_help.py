@@ -1,0 +1,47 @@
+"""Reading ``vllm serve --help=all``: which options exist, what they take, their defaults.
+
+argparse prints each option as ``  --name METAVAR`` (takes a value), ``  --name {a,b}``
+(choices), ``  --name, --no-name`` (a boolean pair) or a bare ``  --name`` (a switch),
+followed by indented help that ends with ``(default: X)``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_OPTION = re.compile(r"^  (--[a-z0-9-]+)(.*)$")
+_DEFAULT = re.compile(r"\(default: ([^)]*)\)")
+
+
+@dataclass(frozen=True, slots=True)
+class HelpOption:
+    """One option of the help text."""
+
+    name: str
+    takes_value: bool
+    boolean_pair: bool
+    choices: tuple[str, ...]
+    default: str | None
+
+
+def options_of(help_text: str) -> dict[str, HelpOption]:
+    """Option name without dashes -> what the help says of it."""
+    found: dict[str, HelpOption] = {}
+    lines = help_text.splitlines()
+    for index, line in enumerate(lines):
+        match = _OPTION.match(line)
+        if match is None:
+            continue
+        name, rest = match.group(1)[2:], match.group(2).strip()
+        choices = re.match(r"^\{([^}]*)\}", rest)
+        body = " ".join(lines[index : index + 40])
+        default = _DEFAULT.search(body)
+        found[name] = HelpOption(
+            name=name,
+            takes_value=bool(rest) and not rest.startswith(","),
+            boolean_pair=rest.startswith(f", --no-{name}"),
+            choices=tuple(choices.group(1).split(",")) if choices else (),
+            default=default.group(1) if default else None,
+        )
+    return found
