@@ -111,6 +111,17 @@ class HostSourceSection(_Section):
     disk_paths: tuple[Path, ...] = (Path("/"),)
 
 
+class PrometheusQuery(_Section):
+    """One PromQL query and how policies read its result."""
+
+    query: str
+    # The label whose value keys the signal's map (``sum by (model) (...)``: "model"); empty
+    # for a scalar. The label is kept on the series whatever keep_labels says.
+    key: str = ""
+    unit: str = ""
+    help: str = ""
+
+
 class PrometheusSourceSection(_Section):
     """Signals computed by PromQL on a Prometheus server (optional: the governor needs none)."""
 
@@ -121,7 +132,14 @@ class PrometheusSourceSection(_Section):
     stale_after_s: Seconds = 60.0
     keep_labels: tuple[str, ...] = ()
     ca_file: str = ""
-    queries: dict[str, str] = {}
+    queries: dict[str, str | PrometheusQuery] = {}
+
+    def query_specs(self) -> dict[str, PrometheusQuery]:
+        """Every query as a table, a plain string being a scalar's query."""
+        return {
+            name: PrometheusQuery(query=query) if isinstance(query, str) else query
+            for name, query in self.queries.items()
+        }
 
     @model_validator(mode="after")
     def _usable_when_enabled(self) -> PrometheusSourceSection:
@@ -142,10 +160,17 @@ class MqttSubscriptionSection(_Section):
     qos: Annotated[int, Field(ge=0, le=2)] = 0
     field: str = ""
     labels: dict[str, int] = {}
+    # The label whose value keys the signal's map; empty for a scalar.
+    key: str = ""
+    unit: str = ""
+    help: str = ""
 
     @model_validator(mode="after")
     def _sound(self) -> MqttSubscriptionSection:
         problems = subscription_problems(self.topic, self.signal, self.qos, self.field, self.labels)
+        if self.key and self.key not in self.labels:
+            known = ", ".join(sorted(self.labels)) or "none"
+            problems.append(f"key {self.key!r} is not one of the labels (labels: {known})")
         if problems:
             raise ValueError("; ".join(problems))
         return self

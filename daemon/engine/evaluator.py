@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
@@ -40,6 +40,7 @@ class EvaluatorMetrics:
 
     ticks: Histogram
     decisions: Counter
+    errors: Gauge
 
     @classmethod
     def register(cls, registry: CollectorRegistry) -> EvaluatorMetrics:
@@ -55,6 +56,13 @@ class EvaluatorMetrics:
                 "vllm_governor_decisions",
                 "Decisions by policy, kind and guard.",
                 ["policy", "kind", "guard"],
+                registry=registry,
+            ),
+            Gauge(
+                "vllm_governor_policy_errors",
+                "Targets on which the policy's condition failed to evaluate at the last "
+                "evaluation (an error, not missing data).",
+                ["policy"],
                 registry=registry,
             ),
         )
@@ -96,11 +104,12 @@ class Evaluator:
         config = self.config()
         started = self.clock.monotonic()
         targets = config.target_names()
-        views = target_views(self.signals.rows(), targets, self.knobs())
+        policies = self.policies()
+        views = target_views(self.signals.rows(), targets, self.knobs(), policies.signals)
         now, wall = self.clock.monotonic(), self.clock.wall()
         self.observe(wall, now, views)
         result = tick(
-            self.policies().specs,
+            policies.specs,
             self.states,
             views,
             envelopes=config.envelopes(),
@@ -116,7 +125,9 @@ class Evaluator:
             self.store.save_states(changed, offset)
         blocked = tuple(self.gate(result.accepted))
         self.store.record((*result.decisions, *blocked), offset)
+        self._note_recoveries(result.states)
         self.states = result.states
+        self._count_errors(policies, result.states)
         for decision in (*result.decisions, *blocked):
             self._report(decision)
         # After the decisions are recorded, so that what people are told is in the audit log.
@@ -124,10 +135,36 @@ class Evaluator:
         self.metrics.ticks.observe(self.clock.monotonic() - started)
         return result
 
+    def _note_recoveries(self, states: Mapping[StateKey, PolicyState]) -> None:
+        for (policy, target), state in states.items():
+            before = self.states.get((policy, target))
+            if before is not None and before.error is not None and state.error is None:
+                log.info("policy evaluates again", extra={"policy": policy, "target": target})
+
+    def _count_errors(self, policies: PolicySet, states: Mapping[StateKey, PolicyState]) -> None:
+        counts = dict.fromkeys((spec.name for spec in policies.specs), 0)
+        for (policy, _target), state in states.items():
+            if state.error is not None and policy in counts:
+                counts[policy] += 1
+        self.metrics.errors.clear()  # a removed policy's series goes with it
+        for policy, count in counts.items():
+            self.metrics.errors.labels(policy=policy).set(count)
+
     def _report(self, decision: Decision) -> None:
         self.metrics.decisions.labels(
             policy=decision.policy, kind=decision.kind.value, guard=decision.guard or ""
         ).inc()
+        if decision.kind is DecisionKind.ERROR:
+            log.error(
+                "policy evaluation failed; the policy holds until it evaluates again",
+                extra={
+                    "policy": decision.policy,
+                    "target": decision.target,
+                    "error": decision.details.get("error"),
+                    "signals": decision.evidence.signals,
+                },
+            )
+            return
         changes = decision.intent.changes if decision.intent else None
         log.info(
             "policy decision",

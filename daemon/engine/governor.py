@@ -106,6 +106,7 @@ class Governor:
                 self._signals.rows(),
                 self._loaded.config.target_names(),
                 self._policies.evaluator.knobs(),
+                self._policies.policies.signals,
             ),
         )
         # The fast loop of the admission gates: only with an actuator and a gate configured.

@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from daemon.core.actuation import ActuationResult
 from daemon.core.clock import Clock
-from daemon.core.errors import ConfigIssue
+from daemon.core.errors import ConfigError, ConfigIssue
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation_plane import ActuationPlane
 from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
@@ -26,10 +26,11 @@ from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision, DecisionKind
-from daemon.policy.evaluate import evaluate
+from daemon.policy.evaluate import TargetView, condition_result, evaluate
 from daemon.policy.planner import KnobHistory, KnobKey, plan
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.views import target_views
+from daemon.sources.registry import signal_registry
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,10 @@ class PolicyPlane:
         self._clock = clock
         current = config()
         self.policies = load_policy_set(
-            current.governor.policy_dirs, current.target_names(), current.live_target_names()
+            current.governor.policy_dirs,
+            current.target_names(),
+            current.live_target_names(),
+            signal_registry(current),
         )
         self.store = StateStore(current.governor.state_dir / STATE_FILE)
         self.evaluator = Evaluator(
@@ -109,11 +113,16 @@ class PolicyPlane:
 
     def reload(self, config: GovernorConfig) -> tuple[ConfigIssue, ...]:
         """Swap in the policies under ``config``'s directories, or keep the old set and say why."""
+        try:
+            signals = signal_registry(config)
+        except ConfigError as exc:
+            return exc.issues
         self.policies, issues = reload_policy_set(
             self.policies,
             config.governor.policy_dirs,
             config.target_names(),
             config.live_target_names(),
+            signals,
         )
         if not issues:
             self.store.forget_policies(spec.name for spec in self.policies.specs)
@@ -169,7 +178,7 @@ class PolicyPlane:
             known = ", ".join(s.name for s in self.policies.specs) or "none"
             return f"no policy named {name!r} (in force: {known})"
         config = self._config()
-        views = target_views(self._signals.rows(), config.target_names(), self.evaluator.knobs())
+        views = self._views(config)
         now, wall = self._clock.monotonic(), self._clock.wall()
         firing = PolicyState(Phase.FIRING, now - spec.for_s)
         intents: list[Decision] = []
@@ -180,6 +189,11 @@ class PolicyPlane:
         result = plan(intents, config.envelopes(), self.evaluator.history, now)
         return [*result.accepted, *result.blocked]
 
+    def _views(self, config: GovernorConfig) -> dict[str, TargetView]:
+        rows = self._signals.rows()
+        knobs = self.evaluator.knobs()
+        return target_views(rows, config.target_names(), knobs, self.policies.signals)
+
     def explain(self, name: str) -> dict[str, Any]:
         """For the current signals: each target's view of one policy and what would happen."""
         spec = next((s for s in self.policies.specs if s.name == name), None)
@@ -187,7 +201,7 @@ class PolicyPlane:
             known = ", ".join(s.name for s in self.policies.specs) or "none"
             return {"error": f"no policy named {name!r} (in force: {known})"}
         config = self._config()
-        views = target_views(self._signals.rows(), config.target_names(), self.evaluator.knobs())
+        views = self._views(config)
         now, wall = self._clock.monotonic(), self._clock.wall()
         targets = {}
         for target, view in views.items():
@@ -196,8 +210,11 @@ class PolicyPlane:
             state = self.evaluator.states.get((spec.name, target), PolicyState())
             after, decisions = evaluate(spec, state, view, now, wall)
             signals = {n: view.signals.get(n) for n in sorted(spec.when.signals)}
+            result, error = condition_result(spec.when, view)
             targets[target] = {
                 "condition": spec.when.source,
+                "result": result,
+                "error": error,
                 "signals": signals,
                 "phase": state.phase.value,
                 "held_for_s": None if state.since is None else round(now - state.since, 1),
@@ -233,9 +250,12 @@ def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[st
     if state.last_action_at is not None:
         cooling = state.last_action_at + cooldown_s + offset
     return {
+        # "error" when the condition failed to evaluate: the phase holds meanwhile.
+        "state": "error" if state.error is not None else state.phase.value,
         "phase": state.phase.value,
         "since": None if state.since is None else state.since + offset,
         "last_action_at": None if state.last_action_at is None else state.last_action_at + offset,
         "cooling_down_until": cooling,
         "blocked_by": state.blocked_by,
+        "error": state.error,
     }

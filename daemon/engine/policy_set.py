@@ -15,28 +15,38 @@ from pathlib import Path
 from daemon.core.errors import ConfigIssue
 from daemon.policy.loading import load_policies, policy_files
 from daemon.policy.spec import PolicySpec
+from daemon.sources.declarations import SignalRegistry
+from daemon.sources.registry import BUILTIN
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
 class PolicySet:
-    """Specs in force and the files left out, with why."""
+    """Specs in force, the files left out (with why), and the signals they were compiled for.
+
+    Views are built with ``signals`` too, so that the policies and what they read change
+    together on a reload.
+    """
 
     specs: tuple[PolicySpec, ...]
     disabled: tuple[ConfigIssue, ...]
     fingerprint: tuple[tuple[str, float, int], ...]  # (file, mtime, size) of every file read
+    signals: SignalRegistry = BUILTIN
 
 
 def load_policy_set(
-    directories: Iterable[Path], targets: Iterable[str], live_targets: Iterable[str] = ()
+    directories: Iterable[Path],
+    targets: Iterable[str],
+    live_targets: Iterable[str] = (),
+    signals: SignalRegistry = BUILTIN,
 ) -> PolicySet:
     """Load every policy under ``directories``; broken files are reported and left out."""
     existing = [directory for directory in directories if directory.exists()]
-    loaded = load_policies(existing, targets, live_targets=live_targets)
+    loaded = load_policies(existing, targets, live_targets=live_targets, signals=signals)
     for issue in loaded.issues:
         log.error("policy file disabled", extra={"where": issue.render()})
-    return PolicySet(loaded.specs, loaded.issues, fingerprint(existing))
+    return PolicySet(loaded.specs, loaded.issues, fingerprint(existing), signals)
 
 
 def fingerprint(directories: Iterable[Path]) -> tuple[tuple[str, float, int], ...]:
@@ -57,11 +67,12 @@ def reload_policy_set(
     directories: Iterable[Path],
     targets: Iterable[str],
     live_targets: Iterable[str] = (),
+    signals: SignalRegistry = BUILTIN,
 ) -> tuple[PolicySet, tuple[ConfigIssue, ...]]:
     """The new set if every file is valid, else the current one and the problems."""
     existing = [directory for directory in directories if directory.exists()]
-    loaded = load_policies(existing, targets, live_targets=live_targets)
+    loaded = load_policies(existing, targets, live_targets=live_targets, signals=signals)
     if loaded.issues:
-        kept = PolicySet(current.specs, current.disabled, fingerprint(existing))
+        kept = PolicySet(current.specs, current.disabled, fingerprint(existing), current.signals)
         return kept, loaded.issues
-    return PolicySet(loaded.specs, (), fingerprint(existing)), ()
+    return PolicySet(loaded.specs, (), fingerprint(existing), signals), ()

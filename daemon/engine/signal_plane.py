@@ -176,13 +176,16 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
     if prometheus.enabled:
         from daemon.sources.prometheus_source import PrometheusSource  # noqa: PLC0415
 
+        specs = prometheus.query_specs()
+        # A map's key must survive on its series, whatever keep_labels says.
+        keys = [spec.key for spec in specs.values() if spec.key]
         sources.append(
             PrometheusSource(
                 prometheus.url,
-                prometheus.queries,
+                {name: spec.query for name, spec in specs.items()},
                 interval_s=prometheus.interval_s,
                 timeout_s=prometheus.timeout_s,
-                keep_labels=prometheus.keep_labels,
+                keep_labels=(*prometheus.keep_labels, *keys),
                 ca_file=Path(prometheus.ca_file) if prometheus.ca_file else None,
             )
         )

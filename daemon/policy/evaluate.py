@@ -8,6 +8,10 @@ Semantics, in the order they apply:
   result (CEL settles ``true || x`` without ``x``), the result is *no data* and ``on_no_data``
   decides: ``hold`` changes nothing at all, ``assume_ok`` reads it as false,
   ``assume_bad`` as true, but a policy firing on missing data only alerts, it never acts.
+* When ``when`` or ``clear`` fails to evaluate (an integer division by zero, CEL's iteration
+  budget exceeded), that is an *error*, not no data: the policy holds (its phase, its timers)
+  and carries the message in its state; an ``error`` decision is recorded once per message.
+  The next evaluation that succeeds clears it.
 * Inactive → pending when ``when`` holds; pending → firing once it has held for ``for``
   (pending → inactive as soon as it does not).
 * Firing stops only when the exit condition (``clear``, or "``when`` no longer holds" when there
@@ -32,7 +36,13 @@ from datetime import datetime
 from typing import Any
 
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
-from daemon.policy.expressions import CURRENT, Expression, ExpressionError
+from daemon.policy.expressions import (
+    CURRENT,
+    EvaluationError,
+    Expression,
+    ExpressionError,
+    MissingData,
+)
 from daemon.policy.notify_text import render
 from daemon.policy.spec import NoData, NotifySpec, PolicySpec
 from daemon.policy.state import Phase, PolicyState
@@ -61,6 +71,21 @@ def evaluate(
     spec: PolicySpec, state: PolicyState, view: TargetView, now: float, wall: datetime
 ) -> tuple[PolicyState, list[Decision]]:
     """One evaluation of ``spec`` on ``view.target``; see the module docstring."""
+    try:
+        after, decisions = _evaluate(spec, state, view, now, wall)
+    except EvaluationError as exc:
+        message = str(exc)
+        if state.error == message:
+            return state, []
+        evidence = _evidence(spec.when, view, state, now, note=message)
+        error = _decision(spec, view, now, DecisionKind.ERROR, evidence, details={"error": message})
+        return replace(state, error=message), [error]
+    return (after if after.error is None else replace(after, error=None)), decisions
+
+
+def _evaluate(
+    spec: PolicySpec, state: PolicyState, view: TargetView, now: float, wall: datetime
+) -> tuple[PolicyState, list[Decision]]:
     truth = _truth(spec.when, view)
     no_data = truth is None
     if truth is None:
@@ -244,6 +269,8 @@ def _intent(spec: PolicySpec, view: TargetView) -> tuple[Intent | None, str | No
             return None, "no_data", f"a signal of {change.knob}'s expression has no fresh value"
         try:
             result = change.value.evaluate({**values, CURRENT: float(now_value)})
+        except MissingData:
+            return None, "no_data", f"a map key of {change.knob}'s expression has no fresh value"
         except ExpressionError as exc:
             return None, "expression_error", str(exc)
         if isinstance(result, bool):
@@ -268,14 +295,29 @@ def _truth(expression: Expression, view: TargetView) -> bool | None:
 
     Only fresh signals are bound. CEL's ``||`` and ``&&`` are commutative and absorb a missing
     operand when the other decides (``true || ?`` is true, ``false && ?`` is false), so a
-    condition can be settled by fresh data alone; when it cannot, evaluation yields an error,
-    which is "no data". Stale data never takes part either way.
+    condition can be settled by fresh data alone; when it cannot, evaluation says a value is
+    missing, which is "no data". Stale data never takes part either way.
+
+    Raises:
+        EvaluationError: the expression failed on its own account; not "no data".
     """
     available = {name: view.signals[name] for name in expression.signals if name in view.signals}
     try:
         return bool(expression.evaluate(available))
-    except ExpressionError:
+    except MissingData:
         return None  # a missing signal or map key mattered: no data
+
+
+def condition_result(expression: Expression, view: TargetView) -> tuple[str, str | None]:
+    """What a condition says on ``view`` now: ``true``, ``false``, ``no_data`` or ``error``.
+
+    The second item is the error's message when it is one.
+    """
+    try:
+        truth = _truth(expression, view)
+    except EvaluationError as exc:
+        return "error", str(exc)
+    return ("no_data" if truth is None else str(truth).lower()), None
 
 
 def _evidence(

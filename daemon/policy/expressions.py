@@ -2,22 +2,32 @@
 
 CEL is what Kubernetes and Envoy use for the same job: side-effect free, always terminating,
 type-checked before it runs. Expressions are compiled once, when a policy is loaded, against
-the declared signals; a typo in a signal name or a comparison of a number with a string is a
-load error with its column, never a surprise at 3 a.m.
+the signals the configuration declares (:mod:`daemon.sources.registry`: the built-in sources'
+signals, Prometheus queries, MQTT subscriptions); a typo in a signal name or a comparison of a
+number with a string is a load error with its column, never a surprise at 3 a.m.
 
 Signals are declared as ``double``; CEL does not mix ``double`` and ``int`` implicitly, so a
 threshold is written ``running > 100.0``, and the error message says so when it is not.
-Per-target vLLM signals are plain variables (``kv_usage``); host and GPU series are maps keyed
-by their identifying label (``host_disk_usage_ratio["/var/log"]``, ``gpu_temperature_celsius
-["0"]``). Action expressions also see ``current``, the knob's value. The standard ``math``
-extension gives ``math.greatest`` and ``math.least``.
+Scalar signals are plain variables (``kv_usage``, ``cluster_queue_depth``); map signals are
+keyed by their identifying label (``host_disk_usage_ratio["/var/log"]``,
+``gpu_temperature_celsius["0"]``). Action expressions also see ``current``, the knob's value.
+The standard ``math`` extension gives ``math.greatest`` and ``math.least``.
 
-An expression that references a signal without fresh data is not evaluated at all: its result
-is *no data*, and the policy's ``on_no_data`` decides.
+Running an expression ends one of three ways besides a value:
+
+* *no data* (:class:`MissingData`): a signal or map key it needed has no fresh value; the
+  policy's ``on_no_data`` decides.
+* *error* (:class:`EvaluationError`): the expression itself failed (an integer division by
+  zero, CEL's iteration budget exceeded); the policy holds and shows the error.
+
+CEL stops a run after ``ITERATION_BUDGET`` comprehension steps in all. An expression with a
+comprehension is run once when compiled, without data (as at start, before the first scrape):
+when that already exceeds the budget, it is a load error rather than a policy that never works.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,46 +36,38 @@ from typing import Any
 import cel_expr_python.cel as cel  # noqa: PLR0402 - mypy needs the module path (no py.typed)
 import cel_expr_python.ext.ext_math as ext_math  # noqa: PLR0402 - same
 
-from daemon.policy.knob_signals import KNOB_SIGNALS
-from daemon.sources.catalogue import CATALOGUE
+from daemon.sources.declarations import SignalRegistry
+from daemon.sources.registry import BUILTIN
 
-# Series of other sources that policies may read, and the label that keys their map.
-MAP_SIGNALS: Mapping[str, str] = {
-    "host_disk_usage_ratio": "path",
-    "host_disk_available_bytes": "path",
-    "gpu_temperature_celsius": "gpu",
-    "gpu_power_watts": "gpu",
-    "gpu_power_limit_watts": "gpu",
-    "gpu_utilization_ratio": "gpu",
-    "gpu_throttle_reasons_bitmask": "gpu",
-    "gpu_xid_errors_total": "gpu",
-    "gpu_ecc_uncorrected_errors_total": "gpu",
-}
-SCALAR_SIGNALS = (
-    frozenset(CATALOGUE)
-    | frozenset(KNOB_SIGNALS)
-    | {
-        "host_load1",
-        "host_load5",
-        "host_load15",
-        "host_cpu_count",
-    }
-)
 CURRENT = "current"
+# cel-cpp's default limit on comprehension steps in one run (measured: 9,999 pass, 10,000 fail).
+ITERATION_BUDGET = 10_000
 
 _IDENTIFIER = re.compile(r"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)")
 _STRINGS = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 _CEL_POSITION = re.compile(r"<input>:(\d+):(\d+): (.*)")
 _MIXED_NUMBERS = re.compile(r"applied to '\((double, int|int, double)\)'")
+_COMPREHENSION = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(")
+# How CEL says that a variable or a map key is absent: no data, not an error.
+_MISSING = ("No value with name", "Key not found in map")
+_BUDGET = "budget exceeded"
 
 
 class ExpressionError(ValueError):
-    """An expression does not compile; ``column`` is 1-based within the expression."""
+    """An expression does not compile or run; ``column`` is 1-based within the expression."""
 
     def __init__(self, message: str, line: int = 1, column: int = 1) -> None:
         super().__init__(message)
         self.line = line
         self.column = column
+
+
+class MissingData(ExpressionError):
+    """A run needed a signal (or a map key) that has no fresh value: *no data*."""
+
+
+class EvaluationError(ExpressionError):
+    """A run failed on its own account (division by zero, CEL's budget): an *error*."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,63 +80,120 @@ class Expression:
     result_type: str
 
     def evaluate(self, values: Mapping[str, Any]) -> Any:
-        """Run with ``values`` for every referenced name.
+        """Run with ``values`` for every referenced name that has one.
 
         Raises:
-            ExpressionError: the evaluation failed (division by zero, a missing map key...).
+            MissingData: a name or map key it needed has no value.
+            EvaluationError: the run failed otherwise (division by zero, CEL's budget...).
         """
-        result = self.program.eval(data=dict(values))
+        try:
+            result = self.program.eval(data=dict(values))
+        except RuntimeError as exc:  # cel-cpp raises, rather than returns, a budget overrun
+            raise _evaluation_error(self.source, str(exc)) from None
         if result.type() == cel.Type.ERROR:
-            message = f"{self.source}: {result.plain_value()}"
-            raise ExpressionError(message)
+            text = str(result.plain_value())
+            if any(marker in text for marker in _MISSING):
+                message = f"{self.source}: {text}"
+                raise MissingData(message)
+            raise _evaluation_error(self.source, text)
         return result.plain_value()
 
 
-def _environment(with_current: bool) -> Any:
-    variables = dict.fromkeys(SCALAR_SIGNALS, cel.Type.DOUBLE)
-    variables |= {name: cel.Type.Map(cel.Type.STRING, cel.Type.DOUBLE) for name in MAP_SIGNALS}
+class Compiler:
+    """CEL environments for one signal registry: conditions, and actions (with ``current``)."""
+
+    def __init__(self, signals: SignalRegistry) -> None:
+        self.signals = signals
+        self._names = signals.names() | {CURRENT}
+        self._conditions = _environment(signals, with_current=False)
+        self._actions = _environment(signals, with_current=True)
+
+    def condition(self, source: str) -> Expression:
+        """Compile a ``when`` or ``clear`` condition; it must be a boolean."""
+        expression = self._compile(self._conditions, source)
+        if expression.result_type != "bool":
+            message = f"a condition must be true or false, but this is a {expression.result_type}"
+            raise ExpressionError(message)
+        return expression
+
+    def action(self, source: str) -> Expression:
+        """Compile a knob's new value; it must be a number (or a boolean for on/off knobs)."""
+        expression = self._compile(self._actions, source)
+        if expression.result_type not in ("double", "int", "uint", "bool", "dyn"):
+            message = (
+                f"a knob's new value must be a number or a boolean, not a {expression.result_type}"
+            )
+            raise ExpressionError(message)
+        return expression
+
+    def _compile(self, environment: Any, source: str) -> Expression:
+        try:
+            program = environment.compile(source)
+        except RuntimeError as exc:
+            raise _translate(str(exc)) from None
+        result_type = program.return_type().name().lower()
+        expression = Expression(source, program, self._references(source), result_type)
+        _refuse_budget_overrun(expression)
+        return expression
+
+    def _references(self, source: str) -> frozenset[str]:
+        """Declared names the expression mentions (string literals excluded)."""
+        code = _STRINGS.sub("''", source)
+        return frozenset(set(_IDENTIFIER.findall(code)) & self._names)
+
+
+@functools.lru_cache(maxsize=16)
+def compiler(signals: SignalRegistry = BUILTIN) -> Compiler:
+    """The compiler of ``signals`` (built once per registry: an environment costs a few ms)."""
+    return Compiler(signals)
+
+
+def compile_condition(source: str, signals: SignalRegistry = BUILTIN) -> Expression:
+    """Compile a ``when`` or ``clear`` condition against ``signals``; it must be a boolean."""
+    return compiler(signals).condition(source)
+
+
+def compile_action(source: str, signals: SignalRegistry = BUILTIN) -> Expression:
+    """Compile a knob's new value against ``signals``; a number (or a boolean)."""
+    return compiler(signals).action(source)
+
+
+def _environment(signals: SignalRegistry, *, with_current: bool) -> Any:
+    keyed = signals.map_keys()
+    number, by_key = cel.Type.DOUBLE, cel.Type.Map(cel.Type.STRING, cel.Type.DOUBLE)
+    variables = {d.name: by_key if d.name in keyed else number for d in signals}
     if with_current:
         variables[CURRENT] = cel.Type.DOUBLE
     return cel.NewEnv(variables=variables, extensions=[ext_math.ExtMath()])
 
 
-_CONDITIONS = _environment(with_current=False)
-_ACTIONS = _environment(with_current=True)
+def _refuse_budget_overrun(expression: Expression) -> None:
+    """A comprehension that exceeds CEL's budget without data will not do better with it.
 
-
-def compile_condition(source: str) -> Expression:
-    """Compile a ``when`` or ``clear`` condition; it must be a boolean."""
-    expression = _compile(_CONDITIONS, source)
-    if expression.result_type != "bool":
-        message = f"a condition must be true or false, but this is a {expression.result_type}"
-        raise ExpressionError(message)
-    return expression
-
-
-def compile_action(source: str) -> Expression:
-    """Compile a knob's new value; it must be a number (or a boolean for on/off knobs)."""
-    expression = _compile(_ACTIONS, source)
-    if expression.result_type not in ("double", "int", "uint", "bool", "dyn"):
-        message = (
-            f"a knob's new value must be a number or a boolean, not a {expression.result_type}"
-        )
-        raise ExpressionError(message)
-    return expression
-
-
-def _compile(environment: Any, source: str) -> Expression:
+    Without data, every comprehension's body is an error, which stops neither ``all`` nor
+    ``exists``: each runs to its end, so this run is the longest the ranges allow (those
+    over literal lists, the usual culprit).
+    """
+    if not _COMPREHENSION.search(_STRINGS.sub("''", expression.source)):
+        return
     try:
-        program = environment.compile(source)
-    except RuntimeError as exc:
-        raise _translate(str(exc)) from None
-    return Expression(source, program, _references(source), program.return_type().name().lower())
+        expression.evaluate({})
+    except EvaluationError as exc:
+        if _BUDGET in str(exc):
+            message = (
+                f"its comprehensions take more than CEL's budget of {ITERATION_BUDGET:,} "
+                "steps in all (nested loops multiply: 100 x 100 is already too many); "
+                "loop over fewer values"
+            )
+            raise ExpressionError(message) from None
+    except ExpressionError:
+        pass  # no data, as expected without data
 
 
-def _references(source: str) -> frozenset[str]:
-    """Declared names the expression mentions (string literals excluded)."""
-    code = _STRINGS.sub("''", source)
-    names = set(_IDENTIFIER.findall(code))
-    return frozenset(names & (SCALAR_SIGNALS | set(MAP_SIGNALS) | {CURRENT}))
+def _evaluation_error(source: str, text: str) -> EvaluationError:
+    if _BUDGET in text.lower():
+        text = f"CEL's iteration budget exceeded (over {ITERATION_BUDGET:,} comprehension steps)"
+    return EvaluationError(f"{source}: {text}")
 
 
 def _translate(message: str) -> ExpressionError:
@@ -145,7 +204,10 @@ def _translate(message: str) -> ExpressionError:
     line, column, text = int(match.group(1)), int(match.group(2)), match.group(3).strip()
     if text.startswith("undeclared reference to"):
         name = text.split("'")[1]
-        text = f"unknown signal or function {name!r} (see `vllm-governor signals` for names)"
+        text = (
+            f"unknown signal or function {name!r} (`vllm-governor schema --signals --config "
+            "config.toml` lists the names, configured Prometheus and MQTT signals included)"
+        )
     elif _MIXED_NUMBERS.search(text):
         text += "; signals are doubles: write thresholds with a decimal point (100.0, not 100)"
     return ExpressionError(text, line, column)

@@ -22,12 +22,7 @@ from daemon.core.toml_locations import KeyPath, nearest_location
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
 from daemon.policy.admission.controllers import build_controller
 from daemon.policy.durations import parse_duration
-from daemon.policy.expressions import (
-    Expression,
-    ExpressionError,
-    compile_action,
-    compile_condition,
-)
+from daemon.policy.expressions import Expression, ExpressionError, compiler
 from daemon.policy.notify_text import template_problems
 from daemon.policy.schedules import cron_times, cron_window
 from daemon.policy.spec import (
@@ -43,6 +38,8 @@ from daemon.policy.spec import (
     PolicyModel,
     PolicySpec,
 )
+from daemon.sources.declarations import SignalRegistry
+from daemon.sources.registry import BUILTIN
 
 POLICY_SUFFIXES = (".yaml", ".yml")
 
@@ -75,6 +72,7 @@ def load_policies(
     targets: Iterable[str] | None = None,
     envelopes: Mapping[tuple[str, str], Envelope] | None = None,
     live_targets: Iterable[str] = (),
+    signals: SignalRegistry = BUILTIN,
 ) -> LoadedPolicies:
     """Load every policy file under ``paths``.
 
@@ -82,6 +80,7 @@ def load_policies(
     constant knob value outside the envelope of a target the policy applies to is an error.
     ``live_targets`` are those changed live (``[[http_log_level]]``): only ``log_level`` may
     be set there, and a policy aimed at them alone needs no approval by default.
+    ``signals`` are the signals the configuration declares (default: the built-in sources').
     """
     live = frozenset(live_targets)
     files, issues = policy_files(paths)
@@ -91,7 +90,7 @@ def load_policies(
     names: dict[str, Path] = {}
     for file in files:
         try:
-            spec = load_policy(file, known_targets, envelopes, live)
+            spec = load_policy(file, known_targets, envelopes, live, signals)
         except ConfigError as exc:
             issues.extend(exc.issues)
             broken.append(file)
@@ -111,22 +110,28 @@ def load_policy(
     targets: frozenset[str] | None = None,
     envelopes: Mapping[tuple[str, str], Envelope] | None = None,
     live_targets: frozenset[str] = frozenset(),
+    signals: SignalRegistry = BUILTIN,
 ) -> PolicySpec:
     """Load one policy file.
 
     Raises:
         ConfigError: every problem found in the file.
     """
-    return _from_document(load_located_yaml(path), targets, envelopes, live_targets)
+    return _from_document(load_located_yaml(path), targets, envelopes, live_targets, signals)
 
 
-def parse_policy(text: str, path: Path, targets: frozenset[str] | None = None) -> PolicySpec:
+def parse_policy(
+    text: str,
+    path: Path,
+    targets: frozenset[str] | None = None,
+    signals: SignalRegistry = BUILTIN,
+) -> PolicySpec:
     """Load one policy from ``text`` (``path`` names it in messages).
 
     Raises:
         ConfigError: every problem found in the text.
     """
-    return _from_document(parse_located_yaml(text, path), targets)
+    return _from_document(parse_located_yaml(text, path), targets, signals=signals)
 
 
 def _from_document(
@@ -134,12 +139,13 @@ def _from_document(
     targets: frozenset[str] | None,
     envelopes: Mapping[tuple[str, str], Envelope] | None = None,
     live_targets: frozenset[str] = frozenset(),
+    signals: SignalRegistry = BUILTIN,
 ) -> PolicySpec:
     try:
         model = PolicyModel.model_validate(document.data)
     except ValidationError as exc:
         raise ConfigError(_validation_issues(exc, document)) from None
-    spec = _compile(model, document, targets, live_targets)
+    spec = _compile(model, document, targets, live_targets, signals)
     issues = _literal_envelope_issues(spec, document, envelopes or {})
     if issues:
         raise ConfigError(issues)
@@ -174,8 +180,10 @@ def _compile(
     document: LocatedDocument,
     targets: frozenset[str] | None,
     live_targets: frozenset[str] = frozenset(),
+    signals: SignalRegistry = BUILTIN,
 ) -> PolicySpec:
     issues: list[ConfigIssue] = []
+    compile_ = compiler(signals)
 
     def expression(source: str, where: KeyPath, compile_: Any) -> Expression | None:
         try:
@@ -185,9 +193,11 @@ def _compile(
             return None
         return compiled
 
-    when = expression(model.when, ("when",), compile_condition)
-    clear = None if model.clear is None else expression(model.clear, ("clear",), compile_condition)
-    action = _action(model.action, document, issues, expression, when)
+    when = expression(model.when, ("when",), compile_.condition)
+    clear = None if model.clear is None else expression(model.clear, ("clear",), compile_.condition)
+    action = _action(
+        model.action, document, issues, expression, when, compile_action=compile_.action
+    )
     if action is not None and model.action is not None and live_targets:
         action = _live_action(model, action, live_targets, document, issues)
     windows = []
@@ -237,6 +247,8 @@ def _action(
     issues: list[ConfigIssue],
     expression: Any,
     when: Expression | None,
+    *,
+    compile_action: Any,
 ) -> ActionSpec | None:
     if model is None:
         return None

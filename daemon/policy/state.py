@@ -32,6 +32,8 @@ class PolicyState:
         last_action_at: When the policy last acted (or proposed) on this target.
         actions: Times of its actions within the last hour, for the hourly budget.
         blocked_by: The guard that blocked its last attempt, so a block is recorded once.
+        error: Why its condition failed to evaluate at the last tick (None: it did not). Not
+            persisted: the first tick after a restart finds it again.
     """
 
     phase: Phase = Phase.INACTIVE
@@ -40,6 +42,7 @@ class PolicyState:
     last_action_at: float | None = None
     actions: tuple[float, ...] = ()
     blocked_by: str | None = None
+    error: str | None = None
 
     def acted(self, now: float) -> PolicyState:
         """The state after the policy's change was accepted (or proposed) at ``now``."""

@@ -17,7 +17,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from daemon.sources.declarations import SignalDeclaration, unit_of
 from daemon.sources.derived import DERIVED_SIGNALS
+
+# The source of the gate's signals (HAProxy, through ``[vllm.gate]``); the others are vLLM's.
+GATE_PREFIX = "gate_"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +41,17 @@ class CatalogueEntry:
     derived: str | None
     meaning: str
     only: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def source(self) -> str:
+        """The kind of source that produces it: ``haproxy`` for the gate's, else ``vllm``."""
+        return "haproxy" if self.name.startswith(GATE_PREFIX) else "vllm"
+
+    def declaration(self) -> SignalDeclaration:
+        """The entry as a per-target scalar signal of its source."""
+        return SignalDeclaration(
+            self.name, self.source, self.meaning, unit_of(self.name), per_target=True
+        )
 
 
 def _gauge(name: str, series: str, meaning: str) -> CatalogueEntry:
@@ -105,3 +120,8 @@ CATALOGUE: Mapping[str, CatalogueEntry] = {
         ],
     ]
 }
+
+
+def catalogue_declarations(source: str) -> tuple[SignalDeclaration, ...]:
+    """The declarations of the catalogue's entries produced by ``source``."""
+    return tuple(e.declaration() for e in CATALOGUE.values() if e.source == source)

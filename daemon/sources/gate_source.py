@@ -9,8 +9,23 @@ names find it.
 from __future__ import annotations
 
 from daemon.core.gate_settings import GateSettings
+from daemon.sources.catalogue import catalogue_declarations
+from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.haproxy_runtime import ServerRef, parse_stats_address
 from daemon.sources.haproxy_source import HaproxySource
+
+# The gate's signals, per target (its vLLM server): gate_cap, gate_queue... and the cap's
+# share of max_num_seqs, computed where views are built (daemon.policy.knob_signals).
+DECLARATIONS = (
+    *catalogue_declarations("haproxy"),
+    SignalDeclaration(
+        "gate_cap_share",
+        "haproxy",
+        "gate_cap divided by the current max_num_seqs knob (1: as open as vLLM itself)",
+        "ratio",
+        per_target=True,
+    ),
+)
 
 
 def gate_source_name(instance: str) -> str:

@@ -20,10 +20,35 @@ from typing import Self
 
 from daemon.core.errors import SourceError
 from daemon.sources.blocking_calls import OneCallAtATime
+from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.polling import PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
 
 log = logging.getLogger(__name__)
+
+DECLARATIONS = (
+    SignalDeclaration(
+        "host_disk_usage_ratio",
+        "host",
+        "Share of the disk in use as df shows it, 0-1",
+        "ratio",
+        key="path",
+    ),
+    SignalDeclaration(
+        "host_disk_available_bytes",
+        "host",
+        "Bytes ordinary processes can still write",
+        "bytes",
+        key="path",
+    ),
+    SignalDeclaration("host_disk_used_bytes", "host", "Bytes in use", "bytes", key="path"),
+    SignalDeclaration("host_disk_total_bytes", "host", "Size of the disk", "bytes", key="path"),
+    *(
+        SignalDeclaration(f"host_load{m}", "host", f"Load average over {m} minute(s)")
+        for m in (1, 5, 15)
+    ),
+    SignalDeclaration("host_cpu_count", "host", "CPUs of the host (to normalise the load)"),
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,14 @@ import json
 from typing import Self
 
 from daemon.core.errors import MetricsParseError, SourceUnavailable
+from daemon.sources.catalogue import catalogue_declarations
 from daemon.sources.http_get import HttpAnswer, http_get
 from daemon.sources.polling import PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
 from daemon.sources.vllm_metrics import parse_vllm_metrics
+
+# What policies read of each vLLM server, per target (see daemon.sources.catalogue).
+DECLARATIONS = catalogue_declarations("vllm")
 
 
 class VllmSource:

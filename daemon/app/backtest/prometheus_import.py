@@ -30,7 +30,9 @@ from daemon.app.backtest.errors import BacktestError
 from daemon.app.backtest.promql import catalogue_queries
 from daemon.app.backtest.recording import RecordedTick
 from daemon.policy.views import target_views
+from daemon.sources.declarations import SignalRegistry
 from daemon.sources.prometheus_results import QueryFailure, to_samples
+from daemon.sources.registry import BUILTIN
 from daemon.sources.view import OK, SignalRow
 
 SOURCE = "prometheus"
@@ -64,6 +66,7 @@ class RangeRequest:
     queries: Mapping[str, str]
     keep_labels: Collection[str] = ()
     knobs: Mapping[str, Mapping[str, float]] | None = None
+    signals: SignalRegistry = BUILTIN
 
 
 def import_range(request: RangeRequest) -> list[RecordedTick]:
@@ -86,7 +89,7 @@ def import_range(request: RangeRequest) -> list[RecordedTick]:
     targets = list(request.selectors)
     ticks = []
     for index, moment in enumerate(steps):
-        views = target_views(rows[index], targets, request.knobs)
+        views = target_views(rows[index], targets, request.knobs, request.signals)
         ticks.append(RecordedTick(moment, index * request.step_s, views))
     return ticks
 

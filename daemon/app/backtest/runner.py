@@ -21,6 +21,7 @@ from daemon.app.backtest.replay import Setup, replay
 from daemon.app.backtest.report import Timeline
 from daemon.core.settings import GovernorConfig
 from daemon.policy.loading import load_policies
+from daemon.sources.registry import signal_registry
 
 if TYPE_CHECKING:
     from daemon.app.backtest.prometheus_import import RangeRequest
@@ -118,9 +119,13 @@ def _range_request(options: Options) -> RangeRequest:
         step_s=prometheus.step_s,
         selectors=selectors,
         window_s=config.signals.window_s,
-        queries=source.queries,
-        keep_labels=source.keep_labels,
+        queries={name: spec.query for name, spec in source.query_specs().items()},
+        keep_labels=(
+            *source.keep_labels,
+            *(spec.key for spec in source.query_specs().values() if spec.key),
+        ),
         knobs=prometheus.knobs,
+        signals=signal_registry(config),
     )
 
 
@@ -130,7 +135,8 @@ def _timeline(options: Options, directory: Path, recording: Recording) -> Timeli
         message = f"{directory}: not a directory of policy files"
         raise BacktestError(message)
     targets = list(dict.fromkeys([*config.target_names(), *recording.targets()]))
-    loaded = load_policies([directory], targets, config.envelopes())
+    signals = signal_registry(config)
+    loaded = load_policies([directory], targets, config.envelopes(), signals=signals)
     if loaded.issues:
         problems = "\n".join(issue.render() for issue in loaded.issues)
         message = f"{directory}: fix these policy files first:\n{problems}"

@@ -14,8 +14,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "check",
         help="validate the configuration and policy files",
-        description="Validate config.toml and policy files. Prints one 'path:line:col: message' "
-        "per problem; exits 0 when everything is valid, 1 otherwise.",
+        description="Validate config.toml and policy files. Policies are checked against the "
+        "signals the configuration declares (the built-in sources', its Prometheus queries and "
+        "MQTT subscriptions). Prints one 'path:line:col: message' per problem; exits 0 when "
+        "everything is valid, 1 otherwise.",
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml to check")
     parser.add_argument(
@@ -32,14 +34,18 @@ def main(args: argparse.Namespace) -> int:
     """Check every file and print each problem on its own line."""
     from daemon.core.config_files import load_config
     from daemon.policy.loading import load_policies, policy_files
+    from daemon.sources.registry import BUILTIN, signal_registry
 
     issues: list[ConfigIssue] = []
     policy_paths: list[Path] = list(args.policies)
     targets: list[str] | None = None
     envelopes = None
     live_targets: list[str] = []
+    # Without a usable configuration, policies may read the built-in sources' signals only.
+    signals = BUILTIN
     try:
         config = load_config(args.config)
+        signals = signal_registry(config, args.config)
     except ConfigError as exc:
         issues.extend(exc.issues)
     else:
@@ -49,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
         if not policy_paths:
             policy_paths = [path for path in config.governor.policy_dirs if path.exists()]
     files, _ = policy_files(policy_paths)
-    loaded = load_policies(policy_paths, targets, envelopes, live_targets)
+    loaded = load_policies(policy_paths, targets, envelopes, live_targets, signals)
     issues.extend(loaded.issues)
     checked = 1 + len(files)
     for issue in issues:

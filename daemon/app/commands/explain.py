@@ -41,6 +41,10 @@ def main(args: argparse.Namespace) -> int:
     for target, view in answer["targets"].items():
         print(f"  target {target}: {view['phase']} -> {view['next_phase']}")
         print(f"    when: {view['condition']}  (for {view['for_s']:g} s)")
+        if "result" in view:
+            print(f"    now: {view['result']}")
+        if view.get("error"):
+            print(f"    error: {view['error']} (the policy holds until it evaluates again)")
         for name, value in view["signals"].items():
             shown = "no data" if value is None else value
             print(f"      {name} = {shown}")

@@ -47,10 +47,12 @@ def main(args: argparse.Namespace) -> int:
     from daemon.core.config_files import load_config
     from daemon.core.secrets import load_secrets
     from daemon.engine.governor import LoadedConfig
+    from daemon.sources.registry import signal_registry
 
     clock = SystemClock()
     try:
         config = load_config(args.config)
+        signal_registry(config, args.config)  # a configured signal may not shadow another
         secrets = load_secrets()
     except ConfigError as exc:
         for issue in exc.issues:

@@ -85,7 +85,10 @@ def render(status: dict[str, Any]) -> str:
                 extra += f" since {_time(state['since'])}"
             if state.get("blocked_by"):
                 extra += f", blocked by {state['blocked_by']}"
-            lines.append(f"  {policy['name']:<24} {target:<10} {state['phase']}{extra}{mode}")
+            shown = state["phase"]
+            if state.get("error"):
+                shown, extra = "error", f" (holding {state['phase']}): {state['error']}"
+            lines.append(f"  {policy['name']:<24} {target:<10} {shown}{extra}{mode}")
     for problem in status.get("disabled", []):
         lines.append(f"  disabled: {problem}")
     decisions = status.get("recent_decisions", [])

@@ -26,6 +26,7 @@ from daemon.app.simulation.tallies import RunTally, tally
 from daemon.app.simulation.workloads import load
 from daemon.core.settings import GovernorConfig
 from daemon.policy.loading import load_policies
+from daemon.sources.registry import signal_registry
 from simulator.arrivals import Arrival
 from simulator.engine import Engine
 from simulator.gate import Gate
@@ -126,7 +127,10 @@ def _controller(job: Job, run: VirtualRun) -> Controller:
 def _governor(job: Job, run: VirtualRun, *, with_admission: bool) -> Governor:
     config: GovernorConfig = load_simulation_config(job.config)
     instance = instance_of(config)
-    loaded = load_policies(job.policy_dirs, config.target_names(), config.envelopes())
+    signals = signal_registry(config)
+    loaded = load_policies(
+        job.policy_dirs, config.target_names(), config.envelopes(), signals=signals
+    )
     if loaded.issues:
         problems = "; ".join(str(issue) for issue in loaded.issues)
         message = f"policies failed to load: {problems}"

@@ -32,17 +32,24 @@ from pydantic import AfterValidator, AwareDatetime, BaseModel, ConfigDict, Field
 from daemon.core.knobs import KNOBS
 from daemon.core.settings import Envelope, InstanceName
 from daemon.policy.durations import parse_duration
-from daemon.policy.expressions import MAP_SIGNALS, SCALAR_SIGNALS
+from daemon.sources.registry import BUILTIN
 
 DEFAULT_START = datetime(2026, 1, 5, 12, 0, tzinfo=UTC)  # a Monday, noon
 EXTRA_KINDS = ("applied", "proposed")  # what the simulated actuator adds to DecisionKind
 KIND_NAMES = Literal[
-    "fired", "resolved", "intent", "blocked", "shadow", "alert", "notify", "applied", "proposed"
+    "fired",
+    "resolved",
+    "intent",
+    "blocked",
+    "shadow",
+    "alert",
+    "notify",
+    "error",
+    "applied",
+    "proposed",
 ]
 KNOB_NAMES: dict[str, Any] = {"propertyNames": {"enum": sorted(KNOBS)}}
-SIGNAL_NAMES: dict[str, Any] = {
-    "propertyNames": {"enum": sorted(SCALAR_SIGNALS | set(MAP_SIGNALS))}
-}
+SIGNAL_NAMES: dict[str, Any] = {"propertyNames": {"enum": sorted(BUILTIN.names())}}
 
 
 def _is_duration(value: str | int | float) -> str | int | float:

@@ -22,7 +22,6 @@ from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml
 from daemon.policy.durations import parse_duration
-from daemon.policy.expressions import MAP_SIGNALS, SCALAR_SIGNALS
 from daemon.policy.loading import load_policies
 from daemon.policy.spec import PolicySpec
 from daemon.policy.testing.models import (
@@ -34,6 +33,7 @@ from daemon.policy.testing.models import (
 from daemon.policy.testing.places import Place, place_of, validation_issues
 from daemon.policy.testing.series import MAX_VALUES, SeriesError, Value, parse_series
 from daemon.policy.testing.timing import format_seconds
+from daemon.sources.registry import BUILTIN
 
 SignalValues = list[Value] | dict[str, list[Value]]  # map signals: one series per key
 
@@ -230,15 +230,16 @@ class _Builder:
         parsed: dict[str, SignalValues] = {}
         for name, given in signals.items():
             here = (*where, name)
-            if name not in SCALAR_SIGNALS and name not in MAP_SIGNALS:
-                known = SCALAR_SIGNALS | set(MAP_SIGNALS)
+            declared = BUILTIN.get(name)
+            if declared is None:
+                known = BUILTIN.names()
                 self.problem(here, f"unknown signal {name!r}{_suggest(name, known)}")
-            elif name in MAP_SIGNALS and isinstance(given, str):
-                label = MAP_SIGNALS[name]
+            elif declared.key is not None and isinstance(given, str):
+                label = declared.key
                 message = f"{name} is keyed by {label}: give a series per {label}, e.g. "
                 example = '{"/var/log": "0.9x30"}' if label == "path" else '{"0": "80x30"}'
                 self.problem(here, message + example)
-            elif name in SCALAR_SIGNALS and not isinstance(given, str):
+            elif declared.key is None and not isinstance(given, str):
                 self.problem(here, f"{name} is one value per tick: give one series string")
             elif isinstance(given, str):
                 parsed[name] = self._series(here, given)

@@ -10,10 +10,10 @@ import pytest
 
 from daemon.core.knobs import KNOBS
 from daemon.policy.decisions import DecisionKind
-from daemon.policy.expressions import MAP_SIGNALS, SCALAR_SIGNALS
 from daemon.policy.schemas import policy_schema, policy_test_schema
 from daemon.policy.testing.models import EXTRA_KINDS
 from daemon.policy.testing.runner import render_failure, run_file
+from daemon.sources.registry import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[3]
 REFERENCE = (ROOT / "docs" / "policies.md").read_text()
@@ -31,7 +31,7 @@ def fields(schema: dict[str, Any]) -> set[str]:
     [
         ("policy file field", fields(policy_schema())),
         ("policy test file field", fields(policy_test_schema())),
-        ("signal", SCALAR_SIGNALS | set(MAP_SIGNALS)),
+        ("signal", set(BUILTIN.names())),
         ("knob", set(KNOBS)),
         ("decision kind", {kind.value for kind in DecisionKind} | set(EXTRA_KINDS)),
     ],
