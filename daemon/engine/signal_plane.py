@@ -18,6 +18,8 @@ from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.sources import mqtt_signals, prometheus_signals
+from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.gate_source import gate_source
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
@@ -74,6 +76,7 @@ class SignalPlane:
             self._mqtt = mqtt_source(mqtt, broker)
             self.publisher = mqtt_publisher(mqtt, broker, clock)
             self._stale_after["mqtt"] = mqtt.stale_after_s
+        self._declared = _configured_declarations(config)
         self._window_s = window_s or config.signals.window_s
         # vLLM instances only: the catalogue's signals are theirs, not a live service's.
         self._targets = tuple(instance.name for instance in config.vllm)
@@ -121,6 +124,7 @@ class SignalPlane:
             window_s=window_s or self._window_s,
             stale_after=self._stale_after_key,
             targets=self._targets,
+            declared=self._declared,
         )
         return [row for row in signal_rows(self.store, context) if row.name.startswith(prefix)]
 
@@ -144,6 +148,15 @@ class SignalPlane:
             }
             for health in self.health.all()
         ]
+
+
+def _configured_declarations(config: GovernorConfig) -> tuple[SignalDeclaration, ...]:
+    """The signals of the enabled Prometheus and MQTT sources, shown before their first value."""
+    prometheus, mqtt = config.sources.prometheus, config.sources.mqtt
+    return (
+        *(prometheus_signals.declarations(prometheus) if prometheus.enabled else ()),
+        *(mqtt_signals.declarations(mqtt) if mqtt.enabled else ()),
+    )
 
 
 def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[str, float]]:

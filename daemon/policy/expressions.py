@@ -93,7 +93,7 @@ class Expression:
         if result.type() == cel.Type.ERROR:
             text = str(result.plain_value())
             if any(marker in text for marker in _MISSING):
-                message = f"{self.source}: {text}"
+                message = f"{_shortened(self.source)}: {text}"
                 raise MissingData(message)
             raise _evaluation_error(self.source, text)
         return result.plain_value()
@@ -193,7 +193,12 @@ def _refuse_budget_overrun(expression: Expression) -> None:
 def _evaluation_error(source: str, text: str) -> EvaluationError:
     if _BUDGET in text.lower():
         text = f"CEL's iteration budget exceeded (over {ITERATION_BUDGET:,} comprehension steps)"
-    return EvaluationError(f"{source}: {text}")
+    return EvaluationError(f"{_shortened(source)}: {text}")
+
+
+def _shortened(source: str, limit: int = 80) -> str:
+    """The expression as messages quote it: a long literal list need not fill the log."""
+    return source if len(source) <= limit else source[: limit - 1] + "…"
 
 
 def _translate(message: str) -> ExpressionError:

@@ -8,7 +8,9 @@ limit; the value is withheld) or ``no_data`` (nothing yet, or not enough to cove
 vLLM signals use the short names of :mod:`daemon.sources.catalogue` and the instance name as
 ``target``; a data-parallel server has one row for the whole server (no ``engine`` label) and
 one per engine. Other sources' series (``gpu_*``, ``host_*``, MQTT, Prometheus) keep their own
-names, with no target.
+names, with no target; a configured signal (a Prometheus query, an MQTT subscription) that has
+no series yet has one ``no_data`` row naming its source, so that it shows before its first
+value.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from daemon.sources.catalogue import CATALOGUE, CatalogueEntry
+from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.derived import DERIVED_SIGNALS, derive
 from daemon.sources.samples import Labels, SeriesKey
 from daemon.sources.store import Freshness, SignalStore
@@ -50,6 +53,8 @@ class ViewContext:
     window_s: float
     stale_after: Callable[[SeriesKey], float]
     targets: tuple[str, ...]
+    # Shared signals that get a no_data row while they have no series at all.
+    declared: tuple[SignalDeclaration, ...] = ()
 
 
 def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
@@ -58,6 +63,12 @@ def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
     for entry in CATALOGUE.values():
         rows.extend(_catalogue_rows(store, entry, context))
     rows.extend(_other_rows(store, context))
+    seen = set(store.names())
+    for declaration in context.declared:
+        if declaration.name not in seen:
+            rows.append(
+                SignalRow(declaration.name, None, {}, None, declaration.source, None, NO_DATA)
+            )
     return rows
 
 

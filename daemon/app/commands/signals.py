@@ -89,4 +89,5 @@ def _print_table(answer: dict[str, Any]) -> None:
         where = f"{row['target']} " if row["target"] else ""
         value = "-" if row["value"] is None else f"{row['value']:g}"
         age = "" if row["age_s"] is None else f", age {row['age_s']:.1f}s"
-        print(f"{where}{row['name']}{{{labels}}} {value} [{row['state']}{age}]")
+        source = f" from {row['source']}" if row["source"] else ""
+        print(f"{where}{row['name']}{{{labels}}} {value} [{row['state']}{age}]{source}")

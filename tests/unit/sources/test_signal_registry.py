@@ -8,9 +8,13 @@ import pytest
 
 from daemon.core.config_files import load_config, parse_config
 from daemon.core.errors import ConfigError
+from daemon.sources import prometheus_signals
 from daemon.sources.catalogue import CATALOGUE
 from daemon.sources.declarations import unit_of
 from daemon.sources.registry import BUILTIN, signal_registry
+from daemon.sources.samples import Sample, SeriesKey
+from daemon.sources.store import SignalStore
+from daemon.sources.view import ViewContext, signal_rows
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -99,3 +103,22 @@ def test_names_a_policy_cannot_write_are_left_out(tmp_path: Path) -> None:
 )
 def test_units_follow_prometheus_naming(name: str, unit: str) -> None:
     assert unit_of(name) == unit
+
+
+def test_a_configured_signal_shows_as_no_data_before_its_first_value(tmp_path: Path) -> None:
+    config = parse_config(
+        '[sources.prometheus]\nenabled = true\nqueries = { a = "sum(x)", b = "sum(y)" }\n',
+        tmp_path / "c.toml",
+    )
+    store = SignalStore()
+    store.add([Sample(SeriesKey("a"), 1.0, 0.0, "prometheus")])
+    context = ViewContext(
+        now=0.0,
+        window_s=60.0,
+        stale_after=lambda _key: 60.0,
+        targets=(),
+        declared=prometheus_signals.declarations(config.sources.prometheus),
+    )
+    rows = {row.name: row for row in signal_rows(store, context)}
+    assert (rows["a"].state, rows["a"].source) == ("ok", "prometheus")
+    assert (rows["b"].state, rows["b"].source, rows["b"].value) == ("no_data", "prometheus", None)
