@@ -12,7 +12,7 @@ real-time server) moves it::
     plan = engine.begin_step(now)                               # -> StepPlan | None
     ...wait until plan.ends_at...
     result = engine.end_step()                                  # tokens come out
-    engine.advance(now)                # drain deadline, end of a restart
+    engine.advance(now)                # front end, drain deadline, end of a restart
     engine.next_transition_at          # when advance() next has something to do
     engine.restart(now, new_settings)  # or engine.shutdown(now)
     engine.abort(request, now)         # a client went away (between steps)
@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from simulator.front_end import FrontEnd
 from simulator.profiles import EngineProfile
 from simulator.requests import FinishedRequest, Outcome, RejectReason, Request, finished_record
 from simulator.scheduler import Scheduler
@@ -113,6 +114,9 @@ class Engine:
         self._unavailable_since: float | None = None
         self._restart_to: EngineSettings | None = None
         self._next_id = 0
+        self._front_end = FrontEnd(
+            profile.frontend_us_per_request * 1e-6, profile.frontend_latency_us * 1e-6
+        )
         self.phase = Phase.SERVING
         if loading:
             # A first start is not a restart: it counts neither as one nor as downtime.
@@ -147,13 +151,26 @@ class Engine:
         return self._scheduler is not None and self._scheduler.has_work
 
     @property
+    def has_requests(self) -> bool:
+        """Whether a request is in the scheduler or still on its way there (front end)."""
+        return self.has_work or self._front_end.pending > 0
+
+    @property
     def next_transition_at(self) -> float | None:
-        """When :meth:`advance` next changes the phase (drain deadline, end of a restart)."""
+        """When :meth:`advance` next has something to do.
+
+        That is a request reaching the scheduler through the front end, a drain deadline, or
+        the end of a restart.
+        """
+        transition = None
         if self.phase is Phase.DRAINING:
-            return self._drain_deadline
-        if self.phase is Phase.DOWN:
-            return self._ready_at
-        return None
+            transition = self._drain_deadline
+        elif self.phase is Phase.DOWN:
+            transition = self._ready_at
+        ready = self._front_end.next_ready_at
+        if ready is None or (transition is not None and transition < ready):
+            return transition
+        return ready
 
     def snapshot(self, now: float) -> EngineSnapshot:
         """The state at ``now``; lifetime totals include downtime up to ``now``."""
@@ -209,6 +226,9 @@ class Engine:
         if self._scheduler is None or self.phase is not Phase.SERVING:
             self._record(finished_record(request, now, Outcome.REJECTED, RejectReason.UNAVAILABLE))
             return None
+        if self._front_end.active:
+            self._front_end.enter(request, now)
+            return request
         rejected = self._scheduler.submit(request, now)
         if rejected is not None:
             self._record(rejected)
@@ -229,12 +249,21 @@ class Engine:
         result = self._scheduler.end_step()
         for record in result.finished:
             self._record(record)
-        if self.phase is Phase.DRAINING and not self._scheduler.has_work:
+        if self.phase is Phase.DRAINING and not self.has_requests:
             self._go_down(result.plan.ends_at, self._restart_to)
         return result
 
     def advance(self, now: float) -> None:
-        """Apply what is due by ``now``: a drain deadline passing, a restart completing."""
+        """Apply what is due by ``now``.
+
+        That is requests reaching the scheduler through the front end, a drain deadline
+        passing, a restart completing.
+        """
+        if self._scheduler is not None:
+            for ready_at, request in self._front_end.due(now):
+                rejected = self._scheduler.submit(request, ready_at)
+                if rejected is not None:
+                    self._record(rejected)
         if self.phase is Phase.DRAINING and self._drain_deadline is not None:
             scheduler = self._scheduler
             if now >= self._drain_deadline and scheduler is not None and not scheduler.in_step:
@@ -244,7 +273,9 @@ class Engine:
 
     def abort(self, request: Request, now: float) -> None:
         """Abort one request between steps, as vLLM does when its client disconnects."""
-        if self._scheduler is not None:
+        if self._front_end.remove(request):
+            self._record(finished_record(request, now, Outcome.ABORTED))
+        elif self._scheduler is not None:
             record = self._scheduler.abort(request, now)
             if record is not None:
                 self._record(record)
@@ -268,7 +299,7 @@ class Engine:
         self._unavailable_since = now
         timeout = self.settings.shutdown_timeout
         scheduler = self._scheduler
-        if timeout > 0 and scheduler is not None and scheduler.has_work:
+        if timeout > 0 and scheduler is not None and self.has_requests:
             self.phase = Phase.DRAINING
             self._drain_deadline = now + timeout
         elif scheduler is None or not scheduler.in_step:
@@ -279,6 +310,8 @@ class Engine:
             self._drain_deadline = now
 
     def _go_down(self, now: float, restart_to: EngineSettings | None) -> None:
+        for request in self._front_end.take_all():
+            self._record(finished_record(request, now, Outcome.ABORTED))
         scheduler = self._scheduler
         if scheduler is not None:
             for record in scheduler.abort_all(now):

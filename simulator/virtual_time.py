@@ -109,7 +109,9 @@ class VirtualRun:
         """Every arrival was handed over and nothing is left to compute."""
         waiting = self.gate is not None and self.gate.queued > 0
         return (
-            self._next_arrival >= len(self._arrivals) and not self.engine.has_work and not waiting
+            self._next_arrival >= len(self._arrivals)
+            and not self.engine.has_requests
+            and not waiting
         )
 
     def snapshot(self) -> EngineSnapshot:

@@ -11,8 +11,12 @@ from simulator.shipped import shipped_profiles
 EIGHT_B = Path(__file__).resolve().parents[3] / "simulator/profiles/llama-3.1-8b-h100-tp1.yaml"
 
 
-def test_both_blis_profiles_are_shipped() -> None:
-    assert shipped_profiles() == ["llama-3.1-8b-h100-tp1", "llama-3.3-70b-h100-tp4"]
+def test_both_blis_profiles_and_the_fitted_cpu_profile_are_shipped() -> None:
+    assert shipped_profiles() == [
+        "llama-3.1-8b-h100-tp1",
+        "llama-3.3-70b-h100-tp4",
+        "tiny-llama-cpu",
+    ]
 
 
 def test_a_profile_loads_by_name_or_by_path(profile_8b: EngineProfile) -> None:
