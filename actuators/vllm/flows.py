@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from actuators.vllm.probes import Probe, probe
+from actuators.vllm.probes import NOT_RESTARTED, Probe, probe
 from actuators.vllm.read_back import CONTRADICTED
 from actuators.vllm.steps import (
     DRAINED,
@@ -55,14 +55,20 @@ async def forward(steps: ChangeSteps) -> ActuationResult:
     await steps.mark(DRAINED, drain=drained)
     await steps.mark(RESTARTING, **steps.restart_facts())
     with timer.phase("restart"):
-        command = await steps.restart()
-    await steps.mark(RESTARTED, restart={"exit": command.returncode, "output": command.output})
+        command, refused = await steps.restart_counting_refusals()
+    restart = {"exit": command.returncode, "output": command.output, "refused_in_drain": refused}
+    await steps.mark(RESTARTED, restart=restart)
+    if refused:
+        log.warning(
+            "the draining server refused requests (HTTP 500): no gate stopped admission first",
+            extra={"target": steps.instance.name, "refused": refused},
+        )
     if not command.ok:
         why = f"the restart command failed ({_exit(command.returncode)}): {command.output[-300:]}"
         return await revert(steps, why.strip())
     with timer.phase("ready"):
         seen = await steps.ready(not_process=steps.facts.get("baseline_start"))
-    if seen.state == "not_restarted":
+    if seen.state == NOT_RESTARTED:
         return await abandon(steps, "the restart command exited 0 but the same process serves")
     if not seen.ready:
         why = f"not ready within {steps.instance.ready_timeout_s:g} s ({seen.state}: {seen.detail})"

@@ -3,7 +3,8 @@
 In order: the request is for this server; no freeze; the resulting config carries no flag the
 version removed and nothing the governor never sets (``disable-log-stats``); the knobs agree
 with each other as the version demands (in 0.33, ``max_num_batched_tokens >= max_num_seqs``
-and ``max_num_active_seqs <= max_num_seqs``); each change stays in its envelope; the value on disk
+and ``max_num_active_seqs <= max_num_seqs``); vLLM's drain (``shutdown-timeout``) ends before
+the restart command's time limit; each change stays in its envelope; the value on disk
 is still the one the policy decided on (or the decision is stale); and the knob's dwell time
 and hourly budget, read from the journal, allow another change. A restart without a config
 change (``operation: restart``) is held to the instance's restart envelope instead: at most
@@ -54,6 +55,7 @@ def preflight(
         refusals.append(("frozen", frozen))
     refusals.extend(_forbidden_flags(plan, registry))
     refusals.extend(_consistency(plan, registry))
+    refusals.extend(_drain_fits(instance, plan))
     for knob, (old, new) in plan.knobs.items():
         envelope = instance.knobs.get(knob)
         if old is None:
@@ -118,6 +120,26 @@ def _consistency(plan: ChangePlan, registry: VersionRegistry) -> list[Refusal]:
             why = f"{larger} ({big:g}) must be >= {smaller} ({small:g}): vLLM would not start"
             refusals.append(("registry", why))
     return refusals
+
+
+def _drain_fits(instance: VllmInstance, plan: ChangePlan) -> list[Refusal]:
+    """The drain (vLLM's ``shutdown-timeout``) must end before the restart command's limit.
+
+    ``shutdown-timeout`` is how long vLLM drains on SIGTERM; the restart command waits for it
+    (and for the service manager's hard stop). A drain longer than ``restart_timeout_s`` would
+    have the command killed as failed half-way, the server stopping or starting on its own.
+    """
+    options = read_yaml_options(plan.files[0].new_text, str(plan.files[0].path))
+    drain = options.get("shutdown-timeout")
+    if isinstance(drain, bool) or not isinstance(drain, int | float):
+        return []
+    if drain >= instance.restart_timeout_s:
+        why = (
+            f"shutdown-timeout ({drain:g} s) is not below restart_timeout_s "
+            f"({instance.restart_timeout_s:g} s): the restart would time out while vLLM drains"
+        )
+        return [("drain", why)]
+    return []
 
 
 def refuse(refusals: list[Refusal]) -> ActuationRefused:

@@ -29,6 +29,7 @@ SAME_PROCESS_S = 0.02
 
 REFUSED = "refused"
 READY = "ready"
+NOT_RESTARTED = "not_restarted"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +111,7 @@ async def wait_ready(
             return found
         if clock.monotonic() >= deadline:
             if found.ready:
-                return Probe("not_restarted", found.process_start, "the old process still serves")
+                return Probe(NOT_RESTARTED, found.process_start, "the old process still serves")
             return found
         await asyncio.sleep(interval_s)
 

@@ -11,13 +11,19 @@ step reached                what happens                                        
 planned, written, drained   files back to last-known-good; the server, never       0 (1 if it
                             restarted by the governor, still runs it: abandoned    restarted
                                                                                    by itself)
-restarting … verifying      wait until ready: the baseline process still serving   0, or the
-                            means the restart never happened (abandoned); a new    revert's 1
-                            process runs the new config: verify again, then done
-                            or revert; not ready in time: revert
-reverting … revert_verify…  files back to last-known-good; a process newer than    0, or the
-                            the one the revert began with (or the baseline one)    missing 1
-                            runs it: verify, reverted; otherwise restart once
+restarting … verifying      wait until ready; the baseline process still serving   0, or the
+                            may be draining under the restart command (it outlives revert's 1
+                            the governor): wait for its replacement as long as
+                            the command may take; still there: the restart never
+                            happened (abandoned); a new process runs the new
+                            config: read back and verify, then done or revert;
+                            not ready in time: revert
+reverting … revert_verify…  files back to last-known-good; a revert restart        0, or the
+                            issued but not journaled as done may still be          missing 1
+                            draining the failed process: wait for it as above;
+                            a process newer than the one the revert began with
+                            (or the baseline one) runs it: verify, reverted;
+                            otherwise restart once
 ==========================  =====================================================  ==========
 """
 
@@ -34,7 +40,7 @@ from actuators.vllm.flows import (
     revert,
     verify_and_finish,
 )
-from actuators.vllm.probes import Probe, same_process
+from actuators.vllm.probes import NOT_RESTARTED, Probe, same_process
 from actuators.vllm.steps import (
     AFTER_RESTART,
     BEFORE_RESTART,
@@ -107,11 +113,32 @@ async def _after_restart(steps: ChangeSteps) -> ActuationResult:
     if steps.files_say() != "new":
         return await revert(steps, "the files on disk are no longer the planned ones")
     seen = await steps.ready(not_process=None)
+    baseline = steps.facts.get("baseline_start")
+    if seen.ready and same_process(seen.process_start, baseline):
+        seen = await _replaced(steps, baseline)
+        if seen.state == NOT_RESTARTED:
+            return await abandon(steps, "the restart never happened: the old process still serves")
     if not seen.ready:
         return await revert(steps, f"not serving after the restart ({seen.state}: {seen.detail})")
-    if same_process(seen.process_start, steps.facts.get("baseline_start")):
-        return await abandon(steps, "the restart never happened: the old process still serves")
     return await verify_and_finish(steps, seen.process_start)
+
+
+async def _replaced(steps: ChangeSteps, old_process: float | None) -> Probe:
+    """Wait for the process that still serves to be replaced, as long as a restart may take.
+
+    A process that answers may be draining: vLLM keeps its port and ``/health`` while it
+    finishes its requests on SIGTERM, and the restart command, in a session of its own,
+    outlives the governor that started it. Only once the command's own time limit has passed
+    since it began is an unreplaced process proof that the restart never happened; concluding
+    earlier would put the old files back under a restart still under way (and journal a lie).
+    """
+    began = float(steps.facts.get("restart_at") or steps.clock.wall().timestamp())
+    left = began + steps.instance.restart_timeout_s - steps.clock.wall().timestamp()
+    log.warning(
+        "the old server process still answers: waiting for the restart under way to replace it",
+        extra={"target": steps.instance.name, "wait_s": round(max(0.0, left), 1)},
+    )
+    return await steps.ready(not_process=old_process, timeout_s=max(0.0, left))
 
 
 async def _during_revert(
@@ -122,6 +149,14 @@ async def _during_revert(
     await steps.mark(RESTORED)
     seen = await steps.ready(not_process=None)
     reached = {step for _, step in journal.steps(entry.id)}
+    revert_from = steps.facts.get("revert_from")
+    restart_issued = REVERT_RESTARTING in reached and REVERT_RESTARTED not in reached
+    if restart_issued and seen.ready and same_process(seen.process_start, revert_from):
+        # The revert's restart was issued and may still be draining the failed process:
+        # never issue a second one while the first can still replace it.
+        seen = await _replaced(steps, revert_from)
+        if seen.state == NOT_RESTARTED:
+            seen = await steps.ready(not_process=None)
     if seen.ready and _runs_old(steps, seen, reached):
         return await reverify(steps, reason, seen)
     return await _restart_on_old(steps, reason, seen)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from actuators.vllm.atomic_files import atomic_write, snapshot
+from actuators.vllm.drain_watch import DrainWatch
 from actuators.vllm.probes import Probe, post, wait_ready
 from actuators.vllm.read_back import ReadBack, log_mark, read_back
 from actuators.vllm.restart import CommandResult, run_command
@@ -153,11 +154,24 @@ class ChangeSteps:
         argv = tuple(self.plan["restart"])
         return await run_command(argv, self.instance.restart_timeout_s, self.clock)
 
-    async def ready(self, not_process: float | None) -> Probe:
-        """Wait until the server serves again (as another process than ``not_process``)."""
+    async def restart_counting_refusals(self) -> tuple[CommandResult, int | None]:
+        """Run the restart command while counting what the draining server refuses."""
+        watch = DrainWatch(self.instance.url, self.instance.scrape_timeout_s + 1.0, self.clock)
+        await watch.start()
+        async with asyncio.TaskGroup() as group:
+            watching = group.create_task(watch.watch(), name="drain_watch")
+            command = await self.restart()
+            watching.cancel()
+        return command, watch.refused()
+
+    async def ready(self, not_process: float | None, timeout_s: float = 0.0) -> Probe:
+        """Wait until the server serves again (as another process than ``not_process``).
+
+        Waits ``ready_timeout_s``, plus ``timeout_s`` (the rest of a restart still under way).
+        """
         return await wait_ready(
             self.instance.url,
-            self.instance.ready_timeout_s,
+            self.instance.ready_timeout_s + timeout_s,
             self.clock,
             not_process=not_process,
             probe_timeout_s=self.instance.scrape_timeout_s + 1.0,

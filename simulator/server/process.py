@@ -7,7 +7,7 @@ The lifecycle follows ``vllm serve`` as the governor sees it:
 2. **Serving.** The port opens; the engine driver and, with ``--load``, the workload replay
    run as named tasks under one task group.
 3. **SIGTERM (or SIGINT).** The engine drains for up to ``shutdown-timeout`` s of the YAML
-   (0, the default, aborts in-flight requests at once); new requests get 503 meanwhile. When
+   (0, the default, aborts in-flight requests at once); new requests get 500 meanwhile. When
    it has stopped, the port closes and the process exits 0.
 
 A restart is the process being started again (by systemd, supervisord or a test): it reads
@@ -151,7 +151,7 @@ async def _run_tasks(
         timeout = plan.settings.shutdown_timeout
         in_flight = driver.engine.snapshot(driver.clock.now())
         log.info(
-            "stopping: %s %d running and %d waiting requests; new requests get 503",
+            "stopping: %s %d running and %d waiting requests; new requests get 500",
             f"draining for up to {timeout} s" if timeout else "aborting",
             in_flight.num_running,
             in_flight.num_waiting,

@@ -9,13 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import stat
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import CollectorRegistry
 
 from actuators.vllm.actuator import VllmActuator
 from actuators.vllm.plan import render_plan
@@ -30,16 +28,8 @@ from daemon.api import (
     SystemClock,
     VllmInstance,
 )
-from daemon.core.settings import (
-    GovernorConfig,
-    HostSourceSection,
-    NvmlSourceSection,
-    SourcesSection,
-)
 from daemon.engine.journal_store import SqliteJournal
-from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.signal_windows import StoreSignalWindows
-from daemon.engine.supervisor import EternalTask, Readiness
+from tests.support.live_windows import live_windows
 from tests.support.supervised_sim import SupervisedSim, supervised_sim
 
 pytestmark = [pytest.mark.service("supervisord"), pytest.mark.asyncio, pytest.mark.slow]
@@ -67,29 +57,6 @@ def instance_of(sim: SupervisedSim, **overrides: Any) -> VllmInstance:
         **overrides,
     }
     return VllmInstance(**settings)
-
-
-@asynccontextmanager
-async def live_windows(instance: VllmInstance) -> AsyncIterator[StoreSignalWindows]:
-    """The engine's signal windows over a signal plane that scrapes the sim meanwhile."""
-    config = GovernorConfig(
-        vllm=(instance,),
-        sources=SourcesSection(
-            nvml=NvmlSourceSection(enabled=False), host=HostSourceSection(enabled=False)
-        ),
-    )
-    plane = SignalPlane(config, SystemClock(), CollectorRegistry())
-
-    async def run(task: EternalTask) -> None:
-        await task.run(Readiness())
-
-    async with asyncio.TaskGroup() as group:
-        running = [group.create_task(run(task)) for task in plane.tasks()]
-        try:
-            yield StoreSignalWindows(plane)
-        finally:
-            for task in running:
-                task.cancel()
 
 
 # What the signal store says of a server without errors or preemptions: covered, all quiet.

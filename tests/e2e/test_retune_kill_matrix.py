@@ -26,7 +26,7 @@ from tests.support.retune import (
     step_reached,
     write_policy,
 )
-from tests.support.supervised_sim import SupervisedSim, supervised_sim
+from tests.support.supervised_sim import SATURATING_WORKLOAD, SupervisedSim, supervised_sim
 
 pytestmark = [pytest.mark.service("supervisord"), pytest.mark.slow]
 
@@ -43,6 +43,7 @@ class Case:
     seqs: int
     verify_window_s: float = 2.0
     restarting: bool = False  # kill only once supervisord is restarting the sim
+    draining: bool = False  # kill while the old sim drains on SIGTERM (before the new spawn)
 
 
 CASES = {
@@ -55,6 +56,12 @@ CASES = {
     "while the restart command runs": Case(
         "", "restarting", "done", ["reconciling", "verifying", "verifying", "done"], 2, 16,
         restarting=True,
+    ),
+    # vLLM keeps its port and /health while it drains, and the restart command outlives the
+    # governor: the next one must wait for the new process, not abandon a restart under way.
+    "while the old server drains": Case(
+        "", "restarting", "done", ["reconciling", "verifying", "verifying", "done"], 2, 16,
+        draining=True,
     ),
     "during the verification": Case(
         "", "verifying", "done", ["reconciling", "verifying", "verifying", "done"], 2, 16,
@@ -70,6 +77,8 @@ def trigger(directory: Path, sim: SupervisedSim, case: Case) -> Callable[[], Any
         entry = reached()
         if entry is None or (case.restarting and sim.spawns() < 2):
             return None
+        if case.draining and "draining for up to" not in sim.sim_log():
+            return None
         return entry
 
     return check
@@ -79,8 +88,15 @@ def trigger(directory: Path, sim: SupervisedSim, case: Case) -> Callable[[], Any
 def test_a_governor_killed_mid_change_is_reconciled_by_the_next(
     short_tmp: Path, case: Case
 ) -> None:
-    with supervised_sim(short_tmp, "max-num-seqs: 8\n") as sim:
-        config = governor_config(short_tmp, sim, verify_window_s=case.verify_window_s)
+    drain = "shutdown-timeout: 10\n" if case.draining else ""
+    load = SATURATING_WORKLOAD if case.draining else None
+    with supervised_sim(short_tmp, f"max-num-seqs: 8\n{drain}", load=load) as sim:
+        # Under the saturating load a restart is worse for TTFT whatever the change: this case
+        # is about the restart, not the verdict.
+        ratio = 1000.0 if case.draining else 1.5
+        config = governor_config(
+            short_tmp, sim, verify_window_s=case.verify_window_s, max_ttft_ratio=ratio
+        )
         write_policy(short_tmp, "running >= 0.0")
         hold = {"VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP": case.hold} if case.hold else {}
         with running_daemon(config, env=hold) as daemon:
@@ -98,8 +114,10 @@ def test_a_governor_killed_mid_change_is_reconciled_by_the_next(
             daemon.wait_for("READY=1")
             entry = eventually(finished(short_tmp), "the reconciliation", daemon)
         assert entry["state"] == case.state, entry
+        if case.draining:
+            assert sim.spawns() == 2, "the kill landed while the old server drained"
         assert entry["steps"][-len(case.last_steps) :] == case.last_steps, entry["steps"]
-        assert sim.vllm_yaml.read_text().endswith(f"max-num-seqs: {case.seqs}\n")
+        assert f"max-num-seqs: {case.seqs}\n" in sim.vllm_yaml.read_text()
         sim.wait_ready(10)
         assert sim.spawns() == case.spawns, "no restart twice for one decision"
         assert len(journal(short_tmp)) == 1, "one outcome"

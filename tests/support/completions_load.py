@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import threading
+from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 REQUEST_TIMEOUT_S = 60.0
 
@@ -42,9 +44,12 @@ class Outcome:
         return self.status == 200 and self.error is None
 
 
-def complete(port: int, max_tokens: int, *, stream: bool = False) -> Outcome:
-    """One completion through ``127.0.0.1:port``."""
+def complete(
+    port: int, max_tokens: int, *, stream: bool = False, extra: Mapping[str, Any] | None = None
+) -> Outcome:
+    """One completion through ``127.0.0.1:port``; ``extra`` adds to (or replaces) the body."""
     body = {"prompt": "one two three four", "max_tokens": max_tokens, "stream": stream}
+    body.update(extra or {})
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=REQUEST_TIMEOUT_S)
     try:
         connection.request(
@@ -82,7 +87,10 @@ def _streamed(response: http.client.HTTPResponse) -> Outcome:
 
 
 class Load:
-    """``clients`` closed-loop clients in threads; a context manager that waits for them."""
+    """``clients`` closed-loop clients in threads; a context manager that waits for them.
+
+    Each client sends up to ``requests_per_client`` requests, fewer once :meth:`stop` is called.
+    """
 
     def __init__(
         self,
@@ -92,8 +100,11 @@ class Load:
         requests_per_client: int,
         max_tokens: int,
         stream: bool = False,
+        extra: Mapping[str, Any] | None = None,
     ) -> None:
         self.port = port
+        self.extra = extra
+        self._stopped = threading.Event()
         self.clients = clients
         self.requests_per_client = requests_per_client
         self.max_tokens = max_tokens
@@ -104,10 +115,16 @@ class Load:
     def _client(self, number: int) -> list[Outcome]:
         # Every other client streams when asked to, so both kinds cross the test's actions.
         stream = self.stream and number % 2 == 0
-        return [
-            complete(self.port, self.max_tokens, stream=stream)
-            for _ in range(self.requests_per_client)
-        ]
+        outcomes = []
+        for _ in range(self.requests_per_client):
+            if self._stopped.is_set():
+                break
+            outcomes.append(complete(self.port, self.max_tokens, stream=stream, extra=self.extra))
+        return outcomes
+
+    def stop(self) -> None:
+        """Send no further requests (those under way finish)."""
+        self._stopped.set()
 
     def __enter__(self) -> Self:
         self._futures = [self._pool.submit(self._client, n) for n in range(self.clients)]

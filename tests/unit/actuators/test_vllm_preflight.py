@@ -58,6 +58,8 @@ def refusals(
 
 def test_a_change_inside_every_rule_passes() -> None:
     assert refusals({"max_num_seqs": 192, "log_level": 30}, {"max_num_seqs": 256}) == []
+    drained = "max-num-seqs: 256\nshutdown-timeout: 30\n"
+    assert refusals({"max_num_seqs": 192}, {"max_num_seqs": 256}, drained) == []
 
 
 @pytest.mark.parametrize(
@@ -73,6 +75,8 @@ def test_a_change_inside_every_rule_passes() -> None:
         ({"yaml_text": "max-num-seqs: 256\nmax-num-partial-prefills: 2\n"}, "registry"),
         ({"yaml_text": "max-num-seqs: 256\ndisable-log-stats: true\n"}, "registry"),
         ({"yaml_text": "model: m\n"}, "unknown_current_value"),
+        # restart_timeout_s is 300 s by default: a longer drain would have the restart killed.
+        ({"yaml_text": "max-num-seqs: 256\nshutdown-timeout: 300\n"}, "drain"),
     ],
 )
 def test_each_rule_refuses_before_anything_is_touched(kwargs: dict[str, Any], guard: str) -> None:

@@ -5,18 +5,15 @@ from pathlib import Path
 import pytest
 
 from actuators.vllm.registry import (
-    LOG_NAMES,
     NEWER_THAN_KNOWN,
     V0_32,
     V0_33,
-    Kind,
-    VersionRegistry,
     Where,
     registry_for,
 )
 from actuators.vllm.versions import Version, parse_version
 from daemon.api import KNOBS, ActuationRefused
-from tests.support.vllm_help import options_of
+from tests.support.vllm_help import options_of, registry_mismatches
 
 
 @pytest.mark.parametrize(
@@ -72,35 +69,6 @@ def test_removed_and_blinding_flags_are_listed() -> None:
 
 
 HELP_0_32 = Path(__file__).resolve().parents[2] / "fixtures/vllm-metrics/real-0.32-cpu"
-
-
-def registry_mismatches(registry: VersionRegistry, help_text: str) -> list[str]:
-    """What the registry claims that ``vllm serve --help=all`` contradicts."""
-    options = options_of(help_text)
-    wrong: list[str] = []
-    for flag in registry.knobs.values():
-        if flag.where is Where.ENV:
-            continue
-        option = options.get(flag.key)
-        if option is None:
-            wrong.append(f"--{flag.key} does not exist")
-            continue
-        if flag.kind is Kind.BOOL:
-            if not option.boolean_pair:
-                wrong.append(f"--{flag.key} is not a boolean pair")
-        elif not option.takes_value:
-            wrong.append(f"--{flag.key} takes no value")
-        if flag.kind is Kind.UVICORN_LOG_LEVEL:
-            words = {LOG_NAMES[level].lower() for level in LOG_NAMES}
-            if not words <= set(option.choices):
-                wrong.append(f"--{flag.key} takes {option.choices}, not all of {sorted(words)}")
-        numeric = flag.default is not None and flag.kind in (Kind.INT, Kind.FLOAT)
-        if numeric and (option.default is None or float(option.default) != flag.default):
-            wrong.append(f"--{flag.key} defaults to {option.default}, not {flag.default:g}")
-    for key in (*registry.removed, *registry.never):
-        if key in options and key not in registry.never:
-            wrong.append(f"--{key} is listed as removed but exists")
-    return wrong
 
 
 def test_0_32_is_known_and_its_registry_matches_its_real_help_text() -> None:
