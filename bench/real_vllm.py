@@ -34,6 +34,7 @@ DEFAULT_VLLM_ROOT = ROOT / ".vllm-cpu"
 SERVED_NAME = "tiny"
 START_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 15.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -193,6 +194,16 @@ class RealServer:
         # The engine core and the worker may outlive the API server by a moment.
         _signal_group(group, signal.SIGKILL)
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the server's processes (API server, engine core, worker)."""
+        if self._process is None:
+            return 0.0
+        return sum(
+            _cpu_seconds(stat)
+            for stat in _process_stats()
+            if stat[2] == str(self._process.pid)  # its process group
+        )
+
     def scrape(self) -> EngineCounters:
         """The engine's counters now."""
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
@@ -210,6 +221,38 @@ class RealServer:
                 return bool(response.status == 200)
         except (urllib.error.URLError, OSError):
             return False
+
+
+def machine_busy_seconds() -> float:
+    """CPU time the whole machine has spent busy since boot, all cores (``/proc/stat``)."""
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(f) for f in fields[:8])
+    return (user + nice + system + irq + softirq + steal) / _CLOCK_TICKS
+
+
+def own_cpu_seconds() -> float:
+    """CPU time of this process (the benchmark and its client threads)."""
+    times = os.times()
+    return times.user + times.system
+
+
+def _process_stats() -> list[list[str]]:
+    """Fields 3.. of every process's ``/proc/PID/stat`` (state, ppid, pgrp, ...)."""
+    stats = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue  # it ended meanwhile
+        stats.append(text.rsplit(")", 1)[1].split())
+    return stats
+
+
+def _cpu_seconds(stat: list[str]) -> float:
+    # utime and stime are fields 14 and 15 of /proc/PID/stat, 12 and 13 after the name.
+    return (int(stat[11]) + int(stat[12])) / _CLOCK_TICKS
 
 
 def _signal_group(group: int, signum: signal.Signals) -> None:
