@@ -1,7 +1,8 @@
 """Verifying a change: the server keeps serving for a window, and is not worse than before.
 
 In the spirit of Argo Rollouts' analysis: over ``verify_window_s`` after the server is ready
-again, the governor probes it (it must keep serving, in the same process), then compares
+again, the governor probes it (it must keep serving, in the same process: a refusal or three
+probes in a row without an answer in time end it), then compares
 what its own signal store measured over that window with what it measured over a window of
 the same length before the change:
 
@@ -33,6 +34,10 @@ COUNTERS = ("errors_per_s", "preemptions_per_s")
 # The longest a source waits between two polls after an outage (its backoff's cap).
 SOURCE_CATCH_UP_S = 60.0
 OK, WORSE, NO_DATA = "ok", "worse", "no_data"
+# What a probe that timed out or was reset says (see probes.Probe), and how many in a row mean
+# the server no longer serves.
+SLOW = "error"
+SLOW_PROBES_TO_FAIL = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +134,7 @@ async def verify(
     interval = max(0.25, min(instance.scrape_interval_s, window / 4))
     started = clock.monotonic()
     after: Mapping[str, float | None] = {}
+    slow = 0
     while True:
         elapsed = clock.monotonic() - started
         if elapsed >= window:
@@ -137,7 +143,11 @@ async def verify(
                 break
         await asyncio.sleep(interval if elapsed >= window else min(interval, window - elapsed))
         seen = await probe(instance.url, instance.scrape_timeout_s + 1.0)
-        if not seen.ready:
+        # A probe that timed out is not a server that stopped: a freshly started vLLM on a
+        # busy host answers its first requests slowly. Only a refusal, an unhealthy answer or
+        # several slow probes in a row are.
+        slow = slow + 1 if seen.state == SLOW else 0
+        if not seen.ready and (seen.state != SLOW or slow >= SLOW_PROBES_TO_FAIL):
             return Verdict(False, f"the server stopped serving during verification: {seen.detail}")
         if same_process(seen.process_start, process_start) is False:
             return Verdict(False, "the server restarted by itself during verification")

@@ -74,3 +74,34 @@ async def test_a_window_without_fresh_signals_is_waited_for_then_refused(
     never = await verification.verify(server, Windows([{}]), LoopClock(), {}, 1.0)
     assert not never.ok
     assert "not verified" in never.detail
+
+
+@pytest.mark.parametrize(
+    ("answers", "ok"),
+    [
+        # A freshly started server on a busy host may answer a probe late: not a failure...
+        (["ready", "error", "error", "ready"], True),
+        # ...but three late probes in a row are, and so is one refusal.
+        (["ready", "error", "error", "error"], False),
+        (["ready", "refused"], False),
+        (["unhealthy"], False),
+    ],
+)
+@pytest.mark.asyncio
+async def test_only_a_server_that_stops_answering_fails_the_verification(
+    monkeypatch: pytest.MonkeyPatch, answers: list[str], ok: bool
+) -> None:
+    left = list(answers)
+
+    async def answering(url: str, timeout_s: float) -> Probe:
+        state = left.pop(0) if left else "ready"
+        return Probe(state, 1.0 if state == "ready" else None, detail=state)
+
+    monkeypatch.setattr(verification, "probe", answering)
+    # A window of ten probes: every scripted answer is heard before it ends.
+    server = SERVER.model_copy(update={"verify_window_s": 1.0, "scrape_interval_s": 0.1})
+    quiet = Windows([{"errors_per_s": 0.0, "preemptions_per_s": 0.0}])
+    verdict = await verification.verify(server, quiet, LoopClock(), {}, 1.0)
+    assert verdict.ok is ok, verdict
+    if not ok:
+        assert "stopped serving" in verdict.detail
