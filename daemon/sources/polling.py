@@ -50,6 +50,10 @@ class PollingSource(Protocol):
         """Observe once; raise :class:`SourceError` when the far end cannot be read."""
 
 
+# What a source says when its far end refuses connections: starting (or restarting), not slow.
+STARTING = frozenset({"starting", "refused"})
+
+
 @dataclass
 class PollingRunner:
     """Drives one polling source for as long as the daemon runs."""
@@ -89,6 +93,11 @@ class PollingRunner:
             return self.source.interval_s
         self.health.failed(self.source.name, self.clock.monotonic(), str(error), _detail(error))
         self.on_poll(self.source.name, False)
+        if error.detail in STARTING:
+            # A refused connection costs neither side anything, and a server restarting (a
+            # vLLM loading its model refuses for a minute) must be seen again as soon as it
+            # serves: backing off to a minute would blind the governor just after a change.
+            return self.source.interval_s
         # Never poll a failing source faster than a healthy one.
         return max(self.backoff.next_delay(), self.source.interval_s)
 

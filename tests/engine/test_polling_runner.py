@@ -95,3 +95,28 @@ async def test_a_bug_in_a_source_is_not_swallowed() -> None:
     entry = health.get("scripted")
     assert entry is not None
     assert entry.state is SourceState.STARTING
+
+
+@pytest.mark.asyncio
+async def test_a_refusing_server_is_polled_at_its_interval_not_backed_off() -> None:
+    starting = [SourceUnavailable("refused", detail="starting") for _ in range(6)]
+    source = ScriptedSource([*starting, 5.0])
+    store, health = SignalStore(), HealthBoard()
+    # A backoff far longer than the test: only a refusal's own pace lets it finish.
+    slow = Backoff(base_s=30.0, cap_s=60.0, rng=random.Random(0))
+    runner = PollingRunner(source, store, health, SystemClock(), slow)
+    done = asyncio.Event()
+    runner.on_poll = lambda _name, ok: done.set() if ok else None
+    await _run_until(runner, done)
+    assert len(source.calls) == 7
+    assert store.latest(KEY) is not None
+    timed_out = ScriptedSource([None, 5.0])
+    runner = PollingRunner(timed_out, SignalStore(), HealthBoard(), SystemClock(), slow)
+    runner.on_poll = lambda _name, ok: None
+    started = asyncio.Event()
+    task = asyncio.create_task(runner.run(started.set))
+    await asyncio.wait_for(started.wait(), 2)
+    await asyncio.sleep(0.5)
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
+    assert len(timed_out.calls) == 1, "a server that does not answer is backed off"
