@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
@@ -38,6 +39,9 @@ log = logging.getLogger(__name__)
 
 # For series whose source is unknown (none today): as strict as the strictest default.
 _DEFAULT_STALE_AFTER_S = 10.0
+# A failing source is retried at most this many of its intervals apart (10 s for a vLLM
+# scraped every 2 s, its default stale_after_s), instead of Backoff's minute.
+BACKOFF_INTERVALS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +107,12 @@ class SignalPlane:
         await self.publisher.run(readiness.started)
 
     def _runner_for(self, source: PollingSource) -> Any:
-        runner = PollingRunner(source, self.store, self.health, self._clock, on_poll=self._count)
+        # A source that fails backs off, but never so far that its signals stay stale for long:
+        # a vLLM that answers slowly under load is exactly when the governor must keep looking.
+        backoff = Backoff(cap_s=BACKOFF_INTERVALS * source.interval_s)
+        runner = PollingRunner(
+            source, self.store, self.health, self._clock, backoff=backoff, on_poll=self._count
+        )
 
         async def run(readiness: Readiness) -> None:
             await runner.run(readiness.started)

@@ -58,3 +58,15 @@ async def test_garbage_and_missing_metrics_are_parse_errors() -> None:
         exporter.script.metrics_status = 404
         with pytest.raises(MetricsParseError, match="HTTP 404"):
             await _source(exporter).poll(now=1.0)
+
+
+@pytest.mark.asyncio
+async def test_a_slow_health_check_loses_neither_the_metrics_nor_says_unhealthy() -> None:
+    # Real vLLM 0.32 holds /health for seconds while its engine is busy; /metrics answers.
+    page = (FIXTURES / "real-0.32-cpu" / "preempting.txt").read_bytes()
+    with FixtureExporter(Script(metrics=page, health_delay_s=1.5)) as exporter:
+        async with _source(exporter) as source:
+            result = await source.poll(now=10.0)
+    assert result.detail == "health check slow"
+    assert _values(result.samples, "vllm_health_ok") == {}, "unknown, not unhealthy"
+    assert _values(result.samples, "vllm_num_requests_running")

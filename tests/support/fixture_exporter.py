@@ -25,6 +25,7 @@ class Script:
     health_status: int = 200
     version: bytes = b'{"version": "0.33.0"}'
     delay_s: float = 0.0
+    health_delay_s: float = 0.0
     requests: list[tuple[str, str | None]] = field(default_factory=list)
 
 
@@ -50,6 +51,8 @@ class FixtureExporter:
             def do_GET(self) -> None:
                 script.requests.append((self.path, self.headers.get("Accept")))
                 time.sleep(script.delay_s)
+                if self.path == "/health":
+                    time.sleep(script.health_delay_s)
                 status, body = {
                     "/metrics": (script.metrics_status, script.metrics),
                     "/health": (script.health_status, b""),

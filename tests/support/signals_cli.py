@@ -17,7 +17,8 @@ def signals_config(directory: Path, url: str, *, window_s: float) -> Path:
     """A governor config reading one server named ``main`` at ``url``, no GPU or host source."""
     extra = (
         f'[signals]\nwindow_s = {window_s}\n[[vllm]]\nname = "main"\nurl = "{url}"\n'
-        "scrape_interval_s = 0.5\n[sources.nvml]\nenabled = false\n"
+        # A vLLM front end busy on a shared 2-core machine may take seconds to answer.
+        "scrape_interval_s = 0.5\nscrape_timeout_s = 3.0\nstale_after_s = 15.0\n[sources.nvml]\nenabled = false\n"
         "[sources.host]\nenabled = false\n"
     )
     return write_config(directory, extra=extra)
@@ -32,6 +33,9 @@ def collect(config: Path, window_s: float) -> Rows:
         text=True,
         check=False,
         timeout=window_s + 60,
+        # A session of its own, as a user's shell gives it: the kernel shares the CPU between
+        # sessions (autogroups) first, so the test's own load threads do not starve it.
+        start_new_session=True,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     answer: dict[str, Any] = json.loads(result.stdout)
