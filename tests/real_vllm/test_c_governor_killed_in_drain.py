@@ -68,13 +68,21 @@ hourly_budget = 5
     return config
 
 
+STOPPING = "waiting for vllm to stop"
+
+
 def draining(directory: Path, server: RealVllm) -> Callable[[], dict[str, Any] | None]:
-    """The journal says ``restarting`` and supervisord is waiting for the old vLLM to stop."""
+    """The journal says ``restarting`` and supervisord waits for the old vLLM to stop *now*.
+
+    The shared server's supervisord log holds the stops of earlier tests: only a new line
+    counts.
+    """
     reached = step_reached(directory, "restarting")
+    stops_before = server.supervisord_log().count(STOPPING)
 
     def check() -> dict[str, Any] | None:
         entry = reached()
-        if entry is None or "waiting for vllm to stop" not in server.supervisord_log():
+        if entry is None or server.supervisord_log().count(STOPPING) <= stops_before:
             return None
         return entry
 
@@ -87,10 +95,11 @@ def test_a_governor_killed_while_vllm_drains_is_reconciled_without_a_second_rest
     config = governor_config(short_tmp, server)
     spawns = server.spawns()
     # Long requests in flight make the drain last several seconds.
+    in_drain = draining(short_tmp, server)
     with server.load(clients=6, requests_per_client=50, max_tokens=400) as load:
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1", timeout_s=120)
-            eventually(draining(short_tmp, server), "the drain", daemon, timeout_s=240)
+            eventually(in_drain, "the drain", daemon, timeout_s=240)
             daemon.process.send_signal(signal.SIGKILL)
             daemon.process.wait(timeout=10)
         load.stop()

@@ -107,6 +107,9 @@ def running_daemon(
             env=environment,
             stdout=log_file,
             stderr=subprocess.STDOUT,
+            # A session of its own, as a systemd service has: the kernel shares the CPU between
+            # sessions first (autogroups), so a test's load threads do not starve the daemon.
+            start_new_session=True,
         )
     daemon = RunningDaemon(process, notify, log_path)
     try:
