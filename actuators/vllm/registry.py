@@ -3,10 +3,12 @@
 A policy names knobs in the language of :mod:`daemon.core.knobs` (``max_num_seqs``,
 ``log_level``...). This registry says, for one vLLM release, where each knob lives (a key of
 the ``--config`` YAML, or a variable of the unit's environment file), what values it takes,
-how a value is written, and whether changing it needs a restart (every knob does in 0.33;
-see ``shared/facts/vllm.md``). It also lists what must never be written: flags vLLM removed
-(the server would refuse to start with "unrecognized arguments") and ``disable-log-stats``
-(it removes every ``vllm:*`` metric and blinds the governor).
+how a value is written, and whether changing it needs a restart (every knob does in 0.32 and
+0.33: they are ``EngineArgs`` fields, read once when ``vllm serve`` builds its config,
+vllm/engine/arg_utils.py; a live update exists only as an open RFC). It also lists what must
+never be written: flags vLLM removed (the server would refuse to start with "unrecognized
+arguments") and ``disable-log-stats`` (it removes every ``vllm:*`` metric and blinds the
+governor).
 
 "Batch window" is not one flag: in 0.33 it is ``prefill_schedule_interval`` (admit prefills
 every N steps) and ``max_num_batched_tokens`` (the token budget of one step), listed in

@@ -5,7 +5,8 @@
   ``nvidia-smi`` shows it; above 8000 MiB it sets ``--max-num-seqs 256``, below 3000 MiB 64,
   and it restarts vLLM whenever that changes the value. It reads what :func:`free_gpu_memory_mib`
   computes: vLLM pre-allocates its KV cache up to ``gpu-memory-utilization`` at start, so
-  while it serves the free memory is flat, whatever the load (shared/DESIGN.md):
+  while it serves the free memory is flat, whatever the load (``gpu_memory_utilization`` of
+  vLLM's ``CacheConfig``, vllm/config/cache.py: the share of GPU memory taken at start):
 
       free = total - gpu_memory_utilization x total
            = 81,559 MiB - 0.90 x 81,559 MiB = 8,156 MiB   (an H100 80 GB, per GPU)

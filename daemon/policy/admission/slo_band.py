@@ -1,7 +1,7 @@
 """The governor's own admission controller: an SLO band, cut by the gradient, grown by demand.
 
 The limiters of the literature look for the knee of the latency curve. An operator has a
-target instead (TTFT and TPOT per request, calibration.md), and a burst must be absorbed in
+target instead (TTFT and TPOT per request, the policy's own), and a burst must be absorbed in
 seconds. So this controller keeps vLLM inside a band below its SLO:
 
 - **Pressure** is the worst ratio of what vLLM shows to its budget: ``ttft_p95 / ttft_target``,
