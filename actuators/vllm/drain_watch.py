@@ -17,11 +17,10 @@ import asyncio
 import re
 from dataclasses import dataclass
 
-from actuators.vllm.probes import SAME_PROCESS_S
+from actuators.vllm.probes import process_start_of, same_process
 from daemon.api import Clock
 
 _FIVE_XX = re.compile(r'^http_requests_total\{[^}]*status="5xx"[^}]*\}\s+(\S+)', re.MULTILINE)
-_START = re.compile(r"^process_start_time_seconds\s+(\S+)\s*$", re.MULTILINE)
 _INTERVAL_S = 0.5
 
 
@@ -35,9 +34,8 @@ class Reading:
 
 def reading(page: str) -> Reading:
     """The process start and the 5xx answers counted on a ``/metrics`` page."""
-    start = _START.search(page)
     refused = sum(float(value) for value in _FIVE_XX.findall(page))
-    return Reading(float(start.group(1)) if start else None, refused)
+    return Reading(process_start_of(page), refused)
 
 
 class DrainWatch:
@@ -76,7 +74,7 @@ class DrainWatch:
         while True:
             await asyncio.sleep(_INTERVAL_S)
             found = await self.read()
-            if found is None or not _same(found.process_start, self.first.process_start):
+            if found is None or not same_process(found.process_start, self.first.process_start):
                 return
             self.last = found
 
@@ -85,7 +83,3 @@ class DrainWatch:
         if self.first is None or self.last is None:
             return None
         return max(0, round(self.last.refused - self.first.refused))
-
-
-def _same(first: float | None, second: float | None) -> bool:
-    return first is not None and second is not None and abs(first - second) < SAME_PROCESS_S

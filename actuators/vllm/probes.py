@@ -85,7 +85,7 @@ async def _look(session: aiohttp.ClientSession, base_url: str) -> Probe:
             return Probe("no_models", detail=f"/v1/models answered {models.status}")
     async with session.get(f"{base_url}/metrics") as metrics:
         text = await metrics.text()
-    start = _process_start(text)
+    start = process_start_of(text)
     if metrics.status != 200 or not _VLLM_FAMILY.search(text):
         return Probe("no_metrics", start, "/metrics has no vllm:* family yet")
     return Probe(READY, start)
@@ -153,7 +153,8 @@ async def post(base_url: str, path: str, timeout_s: float) -> int | None:
         return None
 
 
-def _process_start(text: str) -> float | None:
+def process_start_of(text: str) -> float | None:
+    """The ``process_start_time_seconds`` of a ``/metrics`` page, when it has one."""
     match = _START.search(text)
     if match is None:
         return None
