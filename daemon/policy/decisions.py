@@ -16,7 +16,7 @@ class DecisionKind(Enum):
     """The kinds of decision."""
 
     FIRED = "fired"  # started firing
-    RESOLVED = "resolved"  # stopped firing
+    RESOLVED = "resolved"  # stopped firing (evidence: the exit condition; details: firing_for_s)
     INTENT = "intent"  # wants to act: goes to the planner, then the gate
     BLOCKED = "blocked"  # wanted to act; a guard said no (recorded once per guard)
     SHADOW = "shadow"  # would have acted, but the policy is in shadow mode

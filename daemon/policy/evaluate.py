@@ -157,9 +157,14 @@ def _maybe_resolve(
     clearing_since = state.clearing_since if state.clearing_since is not None else now
     if now - clearing_since < spec.keep_firing_for_s:
         return replace(state, clearing_since=clearing_since)
+    # The evidence of a resolve is the exit condition's: how long *it* held, not how long the
+    # policy fired (that is the detail ``firing_for_s``).
     condition = spec.clear or spec.when
-    evidence = _evidence(condition, view, state, now, note="exit condition held")
-    decisions.append(_decision(spec, view, now, DecisionKind.RESOLVED, evidence))
+    clearing = replace(state, since=clearing_since)
+    evidence = _evidence(condition, view, clearing, now, note="exit condition held")
+    assert state.since is not None
+    details = {"firing_for_s": now - state.since}
+    decisions.append(_decision(spec, view, now, DecisionKind.RESOLVED, evidence, details=details))
     return replace(state, phase=Phase.INACTIVE, since=now, clearing_since=None)
 
 

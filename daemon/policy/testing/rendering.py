@@ -48,10 +48,16 @@ def render_event(event: Event) -> str:
 
 
 def render_evidence(event: Event) -> list[str]:
-    """Why ``event`` happened: the values read, how long the condition held, the reason."""
+    """Why ``event`` happened: the values read, how long the condition held, the reason.
+
+    A resolve's condition is the exit condition, and "held" how long *it* held; how long the
+    policy had fired is a line of its own.
+    """
     lines = []
     if event.evidence is not None:
         lines.append("evidence: " + _evidence(event.evidence))
+    if event.firing_for_s is not None:
+        lines.append(f"fired for {format_seconds(event.firing_for_s)}")
     if event.reason:
         lines.append(f"reason: {event.reason}")
     return lines

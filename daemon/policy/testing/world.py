@@ -45,6 +45,7 @@ class Event:
     guard: str | None = None
     reason: str = ""
     evidence: Evidence | None = None
+    firing_for_s: float | None = None  # a resolve: how long the policy had fired
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,4 +181,5 @@ def _event(index: int, decision: Decision, kind: str | None = None) -> Event:
         guard=None if kind in ("applied", "proposed") else decision.guard,
         reason=str(decision.details.get("reason", "")) if kind is None else "",
         evidence=decision.evidence,
+        firing_for_s=decision.details.get("firing_for_s") if kind is None else None,
     )

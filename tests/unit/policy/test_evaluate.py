@@ -88,6 +88,21 @@ def test_hysteresis_keeps_firing_in_the_band_and_clears_after_keep_firing_for() 
     assert state.phase is Phase.INACTIVE
 
 
+def test_a_resolve_says_how_long_the_exit_condition_held_and_how_long_it_fired() -> None:
+    # Fires at 120 s; clear from 410 s; resolved at 470 s, after keep_firing_for (1m).
+    timeline = [*every(10, 0, 120, BAD), *every(10, 130, 400, BAND), *every(10, 410, 500, GOOD)]
+    spec, state = policy(), PolicyState()
+    resolved = []
+    for at, signals in timeline:
+        view = TargetView("main", signals or {}, {"max_num_seqs": 256})
+        state, decisions = evaluate(spec, state, view, at, MONDAY + timedelta(seconds=at))
+        resolved += [d for d in decisions if d.kind is DecisionKind.RESOLVED]
+    [decision] = resolved
+    assert decision.evidence.condition == "preemptions_per_s < 0.05"
+    assert decision.evidence.held_for_s == 60.0  # the exit condition, 410 s -> 470 s
+    assert decision.details == {"firing_for_s": 350.0}  # the policy, 120 s -> 470 s
+
+
 def test_without_clear_the_negated_condition_exits() -> None:
     spec = policy(KV_THRASH.replace("clear: preemptions_per_s < 0.05\n", ""))
     _, seen = run(spec, [*every(10, 0, 120, BAD), *every(10, 130, 200, BAND)])

@@ -109,6 +109,39 @@ def test_timeline_shows_every_decision(pack: Path, capsys: pytest.CaptureFixture
     )
 
 
+RESOLVING = """\
+policies: [../kv-thrash.yaml]
+interval: 1m
+targets:
+  main:
+    knobs: {max_num_seqs: 256}
+    envelopes:
+      max_num_seqs: {min: 32, max: 1024, max_step: 256}
+tests:
+  - name: fires at 2m, clear from 5m, resolved at 10m
+    series:
+      main:
+        preemptions_per_s: "2x4 0x6"
+        ttft_p95_s: "5x10"
+    expect: []
+"""
+
+
+def test_timeline_of_a_resolve_says_how_long_the_clear_condition_held(
+    pack: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    clear = "for: 2m\nclear: preemptions_per_s < 0.05\nkeep_firing_for: 5m\n"
+    (pack.parent / "kv-thrash.yaml").write_text(POLICY.replace("for: 2m\n", clear))
+    (pack / "kv.test.yaml").write_text(RESOLVING)
+    assert main(["test", "--timeline", str(pack)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at = lines.index("     10m  {policy: kv-thrash, target: main, kind: resolved}")
+    assert lines[at + 1 : at + 3] == [
+        "          evidence: preemptions_per_s=0 (condition: preemptions_per_s < 0.05; held 5m)",
+        "          fired for 8m",
+    ]
+
+
 def test_an_empty_directory_is_not_a_pass(pack: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["test", str(pack)]) == 1
     assert "no test files found" in capsys.readouterr().out
