@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import tomllib
-import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,8 @@ from pydantic import ValidationError
 from daemon.core.errors import ConfigError, ConfigIssue
 from daemon.core.secrets import SECRET_FIELDS, secret_hint
 from daemon.core.settings import GovernorConfig
-from daemon.core.toml_locations import KeyPath, locate_keys, nearest_location
+from daemon.core.toml_locations import locate_keys, nearest_location
+from daemon.core.validation_issues import validation_issues
 
 _TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
 _TOML_END = re.compile(r"\(at end of document\)")
@@ -47,7 +47,11 @@ def parse_config(text: str, path: Path) -> GovernorConfig:
         # for a boolean is a mistake to report, not something to coerce silently.
         config = GovernorConfig.model_validate_json(json.dumps(document, default=str), strict=True)
     except ValidationError as exc:
-        issues.extend(_validation_issues(exc, path, locations))
+        issues.extend(
+            validation_issues(
+                exc, model=GovernorConfig, path=path, data=document, locations=locations
+            )
+        )
     if issues:
         raise ConfigError(sorted(issues, key=lambda issue: (issue.line, issue.column)))
     return config
@@ -82,49 +86,3 @@ def _secret_issues(document: dict[str, Any], path: Path, locations: Any) -> list
             message = f"secrets are never read from the config file: {secret_hint(field)}"
             issues.append(ConfigIssue(path, where.line, where.column, f"slack.{key}", message))
     return issues
-
-
-def _validation_issues(
-    exc: ValidationError, path: Path, locations: dict[KeyPath, Any]
-) -> list[ConfigIssue]:
-    issues = []
-    for error in exc.errors(include_url=False):
-        loc: KeyPath = tuple(error["loc"])
-        where = nearest_location(locations, loc)
-        key_path = ".".join(str(part) for part in loc)
-        issues.append(ConfigIssue(path, where.line, where.column, key_path, _message(error)))
-    return issues
-
-
-def _allowed_keys(parent: KeyPath) -> list[str]:
-    """The keys the schema accepts under ``parent``, or [] when it cannot tell."""
-    model: Any = GovernorConfig
-    entry_expected = False  # the previous part was a table of entries (by name or index)
-    for part in parent:
-        if entry_expected:
-            entry_expected = False
-            continue
-        field = getattr(model, "model_fields", {}).get(part)
-        if field is None:
-            return []
-        model = field.annotation
-        if typing.get_origin(model) is dict:
-            model = typing.get_args(model)[1]
-            entry_expected = True
-        elif typing.get_origin(model) in (tuple, list):
-            model = typing.get_args(model)[0]
-            entry_expected = True  # the next part is the entry's index
-    return [] if entry_expected else sorted(getattr(model, "model_fields", {}))
-
-
-def _message(error: Any) -> str:
-    kind = error["type"]
-    if kind == "extra_forbidden":
-        allowed = _allowed_keys(tuple(error["loc"][:-1]))
-        return f"unknown key (allowed here: {', '.join(allowed)})" if allowed else "unknown key"
-    if kind == "missing":
-        return "required key is missing"
-    message = str(error["msg"])
-    if "input" in error and not isinstance(error["input"], dict | list):
-        message += f" (got {error['input']!r})"
-    return message

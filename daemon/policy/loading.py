@@ -1,5 +1,10 @@
 """Policy files to specs: every problem located by file, line, column and key path.
 
+Every problem of a file is reported at once: its shape (pydantic's model, in the words of
+:mod:`daemon.core.validation_issues`), and, in the same pass, its expressions, targets, knobs,
+schedule and constant values. When the shape is wrong somewhere, the parts that are right are
+still compiled and checked: the wrong keys are set aside (left to their defaults) for that.
+
 A directory is loaded file by file: a broken file is reported and left out, the others load
 (the caller decides whether that is acceptable: ``check`` fails, the daemon runs the rest and
 shows the broken one in status).
@@ -7,6 +12,7 @@ shows the broken one in status).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -19,6 +25,7 @@ from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB
 from daemon.core.knobs import KNOBS
 from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath, nearest_location
+from daemon.core.validation_issues import data_path, unknown_name, validation_issues
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
 from daemon.policy.admission.controllers import build_controller
 from daemon.policy.durations import parse_duration
@@ -42,6 +49,8 @@ from daemon.sources.declarations import SignalRegistry
 from daemon.sources.registry import BUILTIN
 
 POLICY_SUFFIXES = (".yaml", ".yml")
+# Stand-ins for required keys that are missing, so that the rest of a file can still be checked.
+_STAND_INS = {"name": "unnamed", "when": "true"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,16 +63,23 @@ class LoadedPolicies:
 
 
 def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[ConfigIssue]]:
-    """Policy files under ``paths`` (files, or directories of ``*.yaml``), sorted per directory."""
+    """Policy files under ``paths`` (files, or directories of ``*.yaml``), sorted per directory.
+
+    A path that does not exist or cannot be read (no permission to list or reach it) is an
+    issue of its own, never an empty directory.
+    """
     files: list[Path] = []
     issues: list[ConfigIssue] = []
     for path in paths:
-        if path.is_dir():
-            files.extend(sorted(p for p in path.iterdir() if p.suffix in POLICY_SUFFIXES))
-        elif path.is_file():
-            files.append(path)
-        else:
-            issues.append(ConfigIssue(path, 0, 0, "", "no such file or directory"))
+        try:
+            if path.is_dir():
+                files.extend(sorted(p for p in path.iterdir() if p.suffix in POLICY_SUFFIXES))
+            elif path.is_file():
+                files.append(path)
+            else:
+                issues.append(ConfigIssue(path, 0, 0, "", "no such file or directory"))
+        except OSError as exc:
+            issues.append(ConfigIssue(path, 0, 0, "", f"cannot read it: {exc.strerror or exc}"))
     return files, issues
 
 
@@ -144,12 +160,92 @@ def _from_document(
     try:
         model = PolicyModel.model_validate(document.data)
     except ValidationError as exc:
-        raise ConfigError(_validation_issues(exc, document)) from None
+        issues = validation_issues(
+            exc,
+            model=PolicyModel,
+            path=document.path,
+            data=document.data,
+            locations=document.locations,
+        )
+        issues += _issues_beyond_the_shape(document, targets, live_targets, signals)
+        raise ConfigError(sorted(issues, key=lambda issue: (issue.line, issue.column))) from None
     spec = _compile(model, document, targets, live_targets, signals)
     issues = _literal_envelope_issues(spec, document, envelopes or {})
     if issues:
         raise ConfigError(issues)
     return spec
+
+
+def _issues_beyond_the_shape(
+    document: LocatedDocument,
+    targets: frozenset[str] | None,
+    live_targets: frozenset[str],
+    signals: SignalRegistry,
+) -> list[ConfigIssue]:
+    """What compiling finds in the parts of a misshapen file that are right.
+
+    Each key pydantic refused is set aside (a missing required key gets a stand-in) until the
+    rest validates; the rest is compiled. Problems found at or around a key set aside are not
+    reported: they would be consequences of setting it aside (an action left with nothing to
+    do), not problems of the file.
+    """
+    data = copy.deepcopy(document.data)
+    aside: list[KeyPath] = []
+    for _ in range(8):  # each round sets aside at least one key; files are small
+        try:
+            model = PolicyModel.model_validate(data)
+            break
+        except ValidationError as exc:
+            refused = [_set_aside(data, tuple(error["loc"])) for error in exc.errors()]
+            if not any(refused):
+                return []
+            aside += [where for where in refused if where is not None]
+    else:
+        return []
+    try:
+        _compile(model, document, targets, live_targets, signals)
+    except ConfigError as exc:
+        return [issue for issue in exc.issues if not _near(issue.key_path, aside)]
+    return []
+
+
+def _set_aside(data: dict[str, Any], loc: tuple[Any, ...]) -> KeyPath | None:
+    """Remove what ``loc`` refuses from ``data``; the key path removed, or None when none was.
+
+    A list is set aside whole (removing one item would move the others' indexes, and their
+    problems would be reported at the wrong item).
+    """
+    where = data_path(data, loc, missing=True)
+    if where == loc[:1] and where[0] in _STAND_INS and where[0] not in data:
+        data[str(where[0])] = _STAND_INS[str(where[0])]
+        return where
+    node: Any = data
+    for depth, part in enumerate(where):
+        if isinstance(node, list):
+            where = where[: depth - 1]
+            break
+        if not isinstance(node, dict) or part not in node:
+            where = where[:depth]
+            break
+        node = node[part]
+    if not where:
+        return None
+    parent: Any = data
+    for part in where[:-1]:
+        parent = parent[part]
+    del parent[where[-1]]
+    return where
+
+
+def _near(key_path: str, aside: list[KeyPath]) -> bool:
+    """Whether ``key_path`` is a key set aside, inside one, or around one."""
+    parts = tuple(key_path.split(".")) if key_path else ()
+    for where in aside:
+        other = tuple(str(part) for part in where)
+        shorter = min(len(parts), len(other))
+        if parts[:shorter] == other[:shorter]:
+            return True
+    return False
 
 
 def _literal_envelope_issues(
@@ -217,8 +313,12 @@ def _compile(
     if targets is not None:
         for index, target in enumerate(model.targets):
             if target != "*" and target not in targets:
-                known = ", ".join(sorted(targets)) or "none configured"
-                message = f"unknown target {target!r} (targets: {known})"
+                what = f"target {target!r}"
+                message = (
+                    unknown_name(what, target, targets, "targets")
+                    if targets
+                    else (f"unknown {what} (targets: none configured)")
+                )
                 issues.append(_issue(document, ("targets", index), message))
     if issues or when is None:
         raise ConfigError(sorted(issues, key=lambda issue: (issue.line, issue.column)))
@@ -259,6 +359,11 @@ def _action(
         )
         issues.append(_issue(document, ("action",), message))
         return None
+    # An unknown knob is an issue, so the file does not load; the rest is still checked.
+    for knob in model.set:
+        _unknown_knob(knob, ("action", "set", knob), document, issues)
+    for index, knob in enumerate(model.veto):
+        _unknown_knob(knob, ("action", "veto", index), document, issues)
     if model.veto:
         return ActionSpec((), None, "auto", tuple(model.veto))
     if model.admission is not None:
@@ -268,6 +373,8 @@ def _action(
         return _notify(model.notify, document, issues, when)
     changes = []
     for knob, value in model.set.items():
+        if knob not in KNOBS:
+            continue  # reported above; its expression would be checked against nothing
         compiled = expression(
             str(value).lower() if isinstance(value, bool) else str(value),
             ("action", "set", knob),
@@ -275,9 +382,20 @@ def _action(
         )
         if compiled is not None:
             changes.append(KnobChange(knob, compiled))
-    restarts = model.operation == "restart" or any(KNOBS[k].restart_required for k in model.set)
+    restarts = model.operation == "restart" or any(
+        KNOBS[k].restart_required for k in model.set if k in KNOBS
+    )
     risk = model.risk or ("approval" if restarts else "auto")
     return ActionSpec(tuple(changes), model.operation, risk)
+
+
+def _unknown_knob(
+    knob: str, where: KeyPath, document: LocatedDocument, issues: list[ConfigIssue]
+) -> None:
+    """Report ``knob`` at ``where`` when there is no such knob."""
+    if knob not in KNOBS:
+        message = unknown_name(f"knob {knob!r}", knob, KNOBS, "known")
+        issues.append(_issue(document, where, message))
 
 
 def _live_action(
@@ -348,17 +466,3 @@ def _issue(document: LocatedDocument, where: KeyPath, message: str) -> ConfigIss
     location = nearest_location(document.locations, where)
     key_path = ".".join(str(part) for part in where)
     return ConfigIssue(document.path, location.line, location.column, key_path, message)
-
-
-def _validation_issues(exc: ValidationError, document: LocatedDocument) -> list[ConfigIssue]:
-    issues = []
-    for error in exc.errors(include_url=False):
-        where: KeyPath = tuple(error["loc"])
-        if error["type"] == "extra_forbidden":
-            message = "unknown key"
-        elif error["type"] == "missing":
-            message = "required key is missing"
-        else:
-            message = str(error["msg"])
-        issues.append(_issue(document, where, message))
-    return sorted(issues, key=lambda issue: (issue.line, issue.column))

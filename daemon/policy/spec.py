@@ -26,8 +26,9 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
       # at: [{cron: "45 7 * * mon-fri"}]   a scheduled change: act at these moments only
       #                                    (with `when: "true"` for an unconditional one)
 
-Validation is pydantic's; expressions are compiled (and type-checked) by CEL while the file is
-loaded, so a loaded policy cannot fail to compile later.
+Validation of the shape is pydantic's; knob names are checked with the expressions (so that a
+file's every problem is reported at once), and expressions are compiled (and type-checked) by
+CEL while the file is loaded, so a loaded policy cannot fail to compile later.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-from daemon.core.knobs import KNOBS
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression
 from daemon.policy.schedules import CronTimes, CronWindow
@@ -120,22 +120,6 @@ class ActionModel(_Model):
     admission: AdmissionModel | None = None
     notify: NotifyModel | None = None
     risk: Literal["auto", "approval"] | None = None
-
-    @field_validator("veto")
-    @classmethod
-    def _known_vetoed_knobs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        cls._known_knobs(dict.fromkeys(value))
-        return value
-
-    @field_validator("set")
-    @classmethod
-    def _known_knobs(cls, value: dict[str, object]) -> dict[str, object]:
-        unknown = sorted(set(value) - set(KNOBS))
-        if unknown:
-            known = ", ".join(sorted(KNOBS))
-            message = f"unknown knob(s) {', '.join(unknown)} (known: {known})"
-            raise ValueError(message)
-        return value
 
 
 class PolicyModel(_Model):

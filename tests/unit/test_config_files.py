@@ -36,19 +36,19 @@ def test_an_empty_file_means_every_default() -> None:
         ("[metrics]\nlisten_prot = 1\n", f"{WHERE}:2:1: metrics.listen_prot: unknown key"),
         (
             "\n\n[metrics]\nlisten_port = '9877'\n",
-            f"{WHERE}:4:1: metrics.listen_port: Input should be a valid integer",
+            f"{WHERE}:4:1: metrics.listen_port: expected a whole number",
         ),
         (
             "[metrics]\nenabled = 'yes'\n",
-            f"{WHERE}:2:1: metrics.enabled: Input should be a valid boolean",
+            f"{WHERE}:2:1: metrics.enabled: expected true or false",
         ),
         (
             "[metrics]\nlisten_port = 70000\n",
-            f"{WHERE}:2:1: metrics.listen_port: Input should be less than or equal to 65535",
+            f"{WHERE}:2:1: metrics.listen_port: must be at most 65535",
         ),
         (
             "[governor]\nevaluation_interval_s = 0\n",
-            f"{WHERE}:2:1: governor.evaluation_interval_s: Input should be greater than 0",
+            f"{WHERE}:2:1: governor.evaluation_interval_s: must be above 0",
         ),
         (
             "[governor]\nevaluation_interval_s = nan\n",
@@ -56,14 +56,14 @@ def test_an_empty_file_means_every_default() -> None:
         ),
         (
             "[logging]\nlevel = 'LOUD'\n",
-            f"{WHERE}:2:1: logging.level: Input should be 'DEBUG', 'INFO', 'WARNING' or 'ERROR'",
+            f"{WHERE}:2:1: logging.level: expected 'DEBUG', 'INFO', 'WARNING' or 'ERROR'",
         ),
         (
             "[nonsense]\na = 1\n",
             # The list of sections grows with features: only its start is pinned here.
             f"{WHERE}:1:2: nonsense: unknown key (allowed here: ",
         ),
-        ("governor = 3\n", f"{WHERE}:1:1: governor: Input should be an object"),
+        ("governor = 3\n", f"{WHERE}:1:1: governor: expected a mapping of keys to values"),
         (
             "[slack]\nsigning_secret = 'abc'\n",
             f"{WHERE}:2:1: slack.signing_secret: secrets are never read from the config file: set VLLM_GOVERNOR_SLACK_SIGNING_SECRET",
@@ -154,11 +154,11 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
     [
         (
             '[[vllm]]\nname = "Main"\nurl = "http://127.0.0.1:8000"\n',
-            ":2:1: vllm.0.name: String should match pattern",
+            ":2:1: vllm.0.name: must match the pattern",
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "ftp://x"\n',
-            ":3:1: vllm.0.url: Value error, must be an http:// or https:// URL",
+            ":3:1: vllm.0.url: must be an http:// or https:// URL",
         ),
         (
             '[[vllm]]\nname = "a"\nscrape_interval_s = 1.0\n',
@@ -166,11 +166,11 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "b"\nurl = "http://x"\nstale_after = 3\n',
-            ":7:1: vllm.1.stale_after: unknown key (allowed here: config_path, drain, env_file, gate, knobs, mode, name, python, ready_timeout_s, restart_command, restart_hourly_budget, restart_min_interval_s, restart_timeout_s, scrape_interval_s, scrape_timeout_s, server_log_command, server_log_file, stale_after_s, unit, url, verify_max_error_rate_increase, verify_max_preemption_rate_increase, verify_max_ttft_p95_ratio, verify_window_s)",
+            ":7:1: vllm.1.stale_after: unknown key (did you mean 'stale_after_s'? allowed here: config_path, drain, env_file, gate, knobs, mode, name, python, ready_timeout_s, restart_command, restart_hourly_budget, restart_min_interval_s, restart_timeout_s, scrape_interval_s, scrape_timeout_s, server_log_command, server_log_file, stale_after_s, unit, url, verify_max_error_rate_increase, verify_max_preemption_rate_increase, verify_max_ttft_p95_ratio, verify_window_s)",
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "a"\nurl = "http://y"\n',
-            ":1:3: vllm: Value error, vLLM instance names must be unique; repeated: a",
+            ":1:3: vllm: vLLM instance names must be unique; repeated: a",
         ),
     ],
 )
@@ -184,24 +184,24 @@ def test_vllm_tables_are_validated_per_entry(text: str, expected: str) -> None:
     [
         (
             'config_path = "/etc/vllm/a.yaml"\n',
-            ":1:3: vllm.0: Value error, restart_command uses {unit} but unit is not set",
+            ":1:3: vllm.0: restart_command uses {unit} but unit is not set",
         ),
         (
             'restart_command = ["sh", "-c", "{cmd}"]\n',
-            ":4:1: vllm.0.restart_command: Value error, {cmd} is not substituted; only {unit} is",
+            ":4:1: vllm.0.restart_command: {cmd} is not substituted; only {unit} is",
         ),
         (
             "restart_command = []\n",
-            ":4:1: vllm.0.restart_command: Value error, must name a program",
+            ":4:1: vllm.0.restart_command: must name a program",
         ),
         (
             'drain = "sigkill"\n',
-            ":4:1: vllm.0.drain: Input should be 'shutdown-timeout' or 'pause'",
+            ":4:1: vllm.0.drain: expected 'shutdown-timeout' or 'pause'",
         ),
-        ('mode = "yolo"\n', ":4:1: vllm.0.mode: Input should be 'active' or 'dry-run'"),
+        ('mode = "yolo"\n', ":4:1: vllm.0.mode: expected 'active' or 'dry-run'"),
         (
             "verify_max_ttft_p95_ratio = 0.5\n",
-            ":4:1: vllm.0.verify_max_ttft_p95_ratio: Input should",
+            ":4:1: vllm.0.verify_max_ttft_p95_ratio: must be at least 1.0 (got 0.5)",
         ),
     ],
 )
@@ -233,7 +233,7 @@ def test_an_unlabelled_mqtt_wildcard_is_refused_where_it_is_written() -> None:
     )
     issues = _issues(text)
     assert issues == [
-        f"{WHERE}:3:3: sources.mqtt.subscriptions.0: Value error, wildcard segment(s) [1] have no "
+        f"{WHERE}:3:3: sources.mqtt.subscriptions.0: wildcard segment(s) [1] have no "
         "label: messages of different topics would mix in one series"
     ]
 
@@ -241,6 +241,6 @@ def test_an_unlabelled_mqtt_wildcard_is_refused_where_it_is_written() -> None:
 def test_an_enabled_prometheus_source_needs_queries() -> None:
     issues = _issues("[sources.prometheus]\nenabled = true\n")
     assert issues == [
-        f"{WHERE}:1:2: sources.prometheus: Value error, an enabled Prometheus source needs at "
+        f"{WHERE}:1:2: sources.prometheus: an enabled Prometheus source needs at "
         "least one entry in queries"
     ]

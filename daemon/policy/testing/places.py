@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from daemon.core.errors import ConfigIssue
 from daemon.core.toml_locations import KeyPath, nearest_location
+from daemon.core.validation_issues import validation_issues as core_validation_issues
 from daemon.core.yaml_documents import LocatedDocument
+from daemon.policy.testing.models import PolicyTestsModel
 
-_TYPE_PREFIX = "Input should be "
 _SERIES_HINT = (
     'a series is a quoted string such as "0.5x30" (unquoted, YAML reads 0x10 as the number 16)'
 )
@@ -40,46 +40,19 @@ def place_of(document: LocatedDocument, where: KeyPath) -> Place:
 
 
 def validation_issues(exc: ValidationError, document: LocatedDocument) -> list[ConfigIssue]:
-    """One issue per key path pydantic complains about; a union's complaints become one."""
-    grouped: dict[KeyPath, list[dict[str, Any]]] = {}
-    errors = exc.errors(include_url=False)
-    parents = {tuple(e["loc"][:length]) for e in errors for length in range(len(e["loc"]))}
-    for error in errors:
-        if error["type"] == "too_short" and tuple(error["loc"]) in parents:
-            continue  # pydantic also counts a list whose items failed as too short: noise
-        where = _data_path(document.data, tuple(error["loc"]), error["type"] == "missing")
-        grouped.setdefault(where, []).append(dict(error))
-    issues = [
-        place_of(document, where).issue(_message(where, errors))
-        for where, errors in grouped.items()
-    ]
-    return sorted(issues, key=lambda issue: (issue.line, issue.column))
+    """One issue per key path pydantic complains about, in the governor's words."""
+    return core_validation_issues(
+        exc,
+        model=PolicyTestsModel,
+        path=document.path,
+        data=document.data,
+        locations=document.locations,
+        hint=_series_hint,
+    )
 
 
-def _data_path(data: Any, loc: tuple[Any, ...], missing: bool) -> KeyPath:
-    """The part of ``loc`` that names keys of the document; pydantic adds union member names."""
-    path: list[str | int] = []
-    node = data
-    for index, part in enumerate(loc):
-        in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
-        if in_list or (isinstance(node, dict) and part in node):
-            node = node[part]
-        elif not (isinstance(node, dict) and missing and index == len(loc) - 1):
-            break  # a union member's name, or below a value: not a key of the document
-        path.append(part)
-    return tuple(path)
-
-
-def _message(where: KeyPath, errors: list[dict[str, Any]]) -> str:
-    kinds = {error["type"] for error in errors}
-    if "extra_forbidden" in kinds:
-        return "unknown key"
-    if "missing" in kinds:
-        return "required key is missing"
+def _series_hint(where: KeyPath) -> str | None:
+    """A refused value in a series: most often a number YAML read from an unquoted series."""
     if len(where) >= 5 and where[0] == "tests" and where[2] == "series":
         return _SERIES_HINT
-    messages = list(dict.fromkeys(str(error["msg"]) for error in errors))
-    if len(messages) > 1 and all(m.startswith(_TYPE_PREFIX) for m in messages):
-        options = [m.removeprefix(_TYPE_PREFIX) for m in messages]
-        return _TYPE_PREFIX + ", ".join(options[:-1]) + " or " + options[-1]
-    return "; ".join(messages)
+    return None

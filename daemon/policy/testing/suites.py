@@ -7,7 +7,6 @@ problem runs no test: a test that cannot mean what its author wrote must not pas
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from daemon.core.errors import ConfigError, ConfigIssue
 from daemon.core.knobs import KNOBS
 from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath
+from daemon.core.validation_issues import closest
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml
 from daemon.policy.durations import parse_duration
 from daemon.policy.loading import load_policies
@@ -355,5 +355,5 @@ def _floats(values: Mapping[str, bool | int | float]) -> dict[str, float]:
 
 
 def _suggest(name: str, known: Collection[str]) -> str:
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(name, known)
+    return f" (did you mean {close!r}?)" if close else ""

@@ -31,13 +31,13 @@ def _problem(text: str) -> str:
         ("", "p.yaml:1:1: the top level must be a mapping, not empty"),
         (
             "name: p\nwhen: kv_usage > 0.9\nfor: soon\n",
-            "p.yaml:3:1: for: Value error, 'soon' is not a duration",
+            "p.yaml:3:1: for: 'soon' is not a duration",
         ),
         (
             "name: p\nwhen: kv_usage > 0.9\nbudget_per_hour: many\n",
-            "p.yaml:3:1: budget_per_hour: Input should be a valid integer",
+            "p.yaml:3:1: budget_per_hour: expected a whole number",
         ),
-        ("name: Bad Name\nwhen: kv_usage > 0.9\n", "p.yaml:1:1: name: String should match pattern"),
+        ("name: Bad Name\nwhen: kv_usage > 0.9\n", "p.yaml:1:1: name: must match the pattern"),
         ("when: kv_usage > 0.9\n", "p.yaml:1:1: name: required key is missing"),
         (
             "name: p\nwhen: gpu_tempreature > 1.0\n",
@@ -122,11 +122,11 @@ def test_an_admission_action_loads_with_its_controller_and_interval() -> None:
         ),
         (
             "{controller: aimd, every: 0s}",
-            r"p.yaml:3:\d+: action.admission.every: Value error, the controller's interval must be above zero",
+            r"p.yaml:3:\d+: action.admission.every: the controller's interval must be above zero",
         ),
         (
             "{controller: aimd, min_cap: 0}",
-            r"p.yaml:3:\d+: action.admission.min_cap: Input should be greater than or equal to 1",
+            r"p.yaml:3:\d+: action.admission.min_cap: must be at least 1",
         ),
     ],
 )
@@ -142,3 +142,31 @@ def test_an_admission_policy_fires_but_never_asks_the_planner_for_a_change() -> 
     assert [d.kind for d in decisions] == [DecisionKind.FIRED]
     state, decisions = evaluate(spec, state, view, 60.0, datetime(2026, 1, 5, tzinfo=UTC))
     assert decisions == []
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_policy(text, Path("p.yaml"), targets=frozenset({"main"}))
+    return [issue.render() for issue in caught.value.issues]
+
+
+def test_a_shape_problem_does_not_hide_the_expressions_targets_and_knobs() -> None:
+    problems = _problems(
+        "targets: [mian]\nwhen: kv_usag > 0.9\naction: {set: {max_num_seq: current}}\n"
+    )
+    assert [problem.split(": ")[1] for problem in problems] == [
+        "name",
+        "targets.0",
+        "when",
+        "action.set.max_num_seq",
+    ]
+    assert problems[0] == "p.yaml:1:1: name: required key is missing"
+    assert "unknown target 'mian' (did you mean 'main'?" in problems[1]
+    assert "unknown knob 'max_num_seq' (did you mean 'max_num_seqs'?" in problems[3]
+
+
+def test_setting_a_refused_key_aside_reports_no_consequence_of_it() -> None:
+    # With `set` refused, the action does nothing: that is not a problem of the file.
+    assert _problems("name: p\nwhen: kv_usage > 0.9\naction: {set: 3}\n") == [
+        "p.yaml:3:10: action.set: expected a mapping of keys to values (got 3)"
+    ]

@@ -64,9 +64,7 @@ def test_notify_is_one_action_and_its_channels_are_known() -> None:
     both = "name: p\nwhen: kv_usage > 0.9\naction: {notify: {text: hi}, operation: restart}\n"
     assert "an action does exactly one thing" in _problems(both)[0]
     mail = "name: p\nwhen: kv_usage > 0.9\naction: {notify: {text: hi, channels: [mail]}}\n"
-    assert any(
-        "action.notify.channels.0: Input should be 'mqtt' or 'slack'" in p for p in _problems(mail)
-    )
+    assert any("action.notify.channels.0: expected 'mqtt' or 'slack'" in p for p in _problems(mail))
     empty = "name: p\nwhen: kv_usage > 0.9\naction: {notify: {text: ''}}\n"
     assert "action.notify.text" in _problems(empty)[0]
 

@@ -93,7 +93,8 @@ def test_file_problems_are_located_and_exit_one(
     assert main(["test", str(path), str(pack / "missing.test.yaml")]) == 1
     assert capsys.readouterr().out.splitlines() == [
         f"{pack / 'missing.test.yaml'}:0:0: no such file or directory",
-        f"{path}:13:5: tests.0.aprovals: unknown key",
+        f"{path}:13:5: tests.0.aprovals: unknown key (did you mean 'approvals'? allowed here: "
+        "approvals, duration, expect, final, name, series)",
         "0 passed, 0 failed, 2 file(s) with problems",
     ]
 

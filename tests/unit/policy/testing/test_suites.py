@@ -115,7 +115,7 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
         (
             ("decisions: []", "decisions: [{kind: approved}]"),
             [
-                "t.test.yaml:12:22: tests.0.expect.0.decisions.0.kind: Input should be 'fired', "
+                "t.test.yaml:12:22: tests.0.expect.0.decisions.0.kind: expected 'fired', "
                 "'resolved', 'intent', 'blocked', 'shadow', 'alert', 'notify', 'error', 'applied' or 'proposed'"
             ],
         ),
@@ -136,11 +136,11 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
         ),
         (
             ("tests:", "start: 2026-11-30 12:00:00\ntests:"),
-            ["t.test.yaml:5:1: start: Input should have timezone info"],
+            ["t.test.yaml:5:1: start: expected a time zone (2026-11-30T12:00:00Z, or +01:00)"],
         ),
         (
             ("tests:", "interval: soon\ntests:"),
-            ["t.test.yaml:5:1: interval: Value error, 'soon' is not a duration"],
+            ["t.test.yaml:5:1: interval: 'soon' is not a duration"],
         ),
         (
             ("tests:", "interval: 0s\ntests:"),
@@ -152,9 +152,7 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
         ),
         (
             ("    expect:", "    approvals: [{at: 1m, policy: down, answer: maybe}]\n    expect:"),
-            [
-                "t.test.yaml:10:40: tests.0.approvals.0.answer: Input should be 'approve' or 'reject'"
-            ],
+            ["t.test.yaml:10:40: tests.0.approvals.0.answer: expected 'approve' or 'reject'"],
         ),
     ],
 )
