@@ -5,7 +5,8 @@ change to this surface is a deliberate one. Actuators get: the clock; the error 
 raise or meet; the configuration of a vLLM instance and its knob envelopes; the knob
 catalogue; the pure envelope checks; the freeze files; the actuation contract (requests,
 results, the journal and signal windows the engine lends them); and the admission gate's
-contract (a cap change, its result, the gate's runtime and the cap journal).
+contract (a cap change, its result, the gate's runtime and the cap journal) and the gate as a
+restart drains it.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from daemon.core.gate_actuation import (
     CapResult,
     GateRuntime,
 )
+from daemon.core.gate_drain import GateDrain, GateLookup, no_gates
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS, LOG_LEVELS, Knob, Safer
 from daemon.core.settings import Envelope, VllmInstance
@@ -84,6 +86,8 @@ __all__ = [
     "ConfigIssue",
     "ConfigWriteError",
     "Envelope",
+    "GateDrain",
+    "GateLookup",
     "GateRuntime",
     "GovernorError",
     "HttpLogLevelTarget",
@@ -96,5 +100,6 @@ __all__ = [
     "VllmInstance",
     "envelope_problem",
     "freeze_reason",
+    "no_gates",
     "pace_problem",
 ]

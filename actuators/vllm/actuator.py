@@ -1,15 +1,15 @@
 """The vLLM actuator: one change of one server at a time, journaled from plan to outcome.
 
-``plan → preflight → baseline → journal (with the last-known-good files) → write → drain →
-restart → wait ready → verify → done``, or revert (see :mod:`actuators.vllm.flows`). Before
-anything is touched: the version is read from ``/version`` and its registry chosen; the files
-are read and edited in memory; preflight checks freezes, forbidden flags, cross-knob rules,
-envelopes, staleness, dwell and budgets (:mod:`actuators.vllm.preflight`), vLLM's own parser
-where it is installed, and that the server serves now (its files are then the last-known-good
-config); and the signal store must cover a window before the change (the baseline of the
-verification). One change per server: an asyncio lock within this process, and the journal's
-one open entry per server across processes and restarts. A refused or dry-run change is
-journaled too.
+``plan → preflight → baseline → journal (with the last-known-good files) → write → drain (the
+gate first, where one fronts the server) → restart → wait ready → verify → done``, or revert
+(see :mod:`actuators.vllm.flows`). Before anything is touched: the version is read from
+``/version`` and its registry chosen; the files are read and edited in memory; preflight checks
+freezes, forbidden flags, cross-knob rules, envelopes, staleness, dwell and budgets
+(:mod:`actuators.vllm.preflight`), vLLM's own parser where it is installed, and that the server
+serves now (its files are then the last-known-good config); and the signal store must cover a
+window before the change (the baseline of the verification). One change per server: an
+asyncio lock within this process, and the journal's one open entry per server across processes
+and restarts. A refused or dry-run change is journaled too.
 """
 
 from __future__ import annotations
@@ -43,8 +43,10 @@ from daemon.api import (
     ChangeRequest,
     Clock,
     ConfigWriteError,
+    GateLookup,
     SignalWindows,
     VllmInstance,
+    no_gates,
 )
 
 Objection = Callable[[str, Clock, Path | None], Awaitable[str]]
@@ -59,6 +61,7 @@ class VllmActuator:
         windows: The engine's signal windows, for verification.
         clock: The injected clock.
         freeze_dir: Where freeze files are looked for (the governor's state directory).
+        gates: The admission gate in front of an instance, if any: drained before its restart.
         registry_of: Version text -> registry (tests substitute a stub to let a bad flag by).
         objection: vLLM's own parser check (skipped when vLLM is not installed).
     """
@@ -69,6 +72,7 @@ class VllmActuator:
         windows: SignalWindows,
         clock: Clock,
         freeze_dir: Path,
+        gates: GateLookup = no_gates,
         *,
         registry_of: Callable[[str | None], VersionRegistry] = registry_for,
         objection: Objection = vllm_objection,
@@ -77,6 +81,7 @@ class VllmActuator:
         self._windows = windows
         self._clock = clock
         self._freeze_dir = freeze_dir
+        self._gates = gates
         self._registry_of = registry_of
         self._objection = objection
         self._reader = KnobReader()
@@ -107,7 +112,8 @@ class VllmActuator:
         """Finish or revert what a previous governor left open for ``instance``."""
         lock = self._locks.setdefault(instance.name, asyncio.Lock())
         async with lock:
-            return await reconcile(instance, self._journal, self._windows, self._clock)
+            gate = self._gates(instance)
+            return await reconcile(instance, self._journal, self._windows, self._clock, gate)
 
     async def _apply(
         self, instance: VllmInstance, request: ChangeRequest, dry_run: bool
@@ -153,6 +159,7 @@ class VllmActuator:
             journal=self._journal,
             windows=self._windows,
             clock=self._clock,
+            gate=self._gates(instance),
         )
         steps.timer.timings.update(timer.timings)
         await hold_if_asked(PLANNED)

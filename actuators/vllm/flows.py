@@ -60,7 +60,9 @@ async def forward(steps: ChangeSteps) -> ActuationResult:
     await steps.mark(RESTARTED, restart=restart)
     if refused:
         log.warning(
-            "the draining server refused requests (HTTP 500): no gate stopped admission first",
+            "the draining server refused requests (HTTP 500): no gate stopped admission first"
+            if steps.gate is None
+            else "the draining server refused requests (HTTP 500) that bypassed the gate",
             extra={"target": steps.instance.name, "refused": refused},
         )
     if not command.ok:
@@ -74,6 +76,8 @@ async def forward(steps: ChangeSteps) -> ActuationResult:
         why = f"not ready within {steps.instance.ready_timeout_s:g} s ({seen.state}: {seen.detail})"
         return await revert(steps, why)
     await steps.mark(READY, new_start=seen.process_start)
+    # The verification needs the server's real traffic: the gate admits before it.
+    await steps.admit_gate()
     return await verify_and_finish(steps, seen.process_start)
 
 
@@ -91,7 +95,7 @@ async def verify_and_finish(steps: ChangeSteps, process_start: float | None) -> 
             steps, f"verification failed: {verdict.detail}", verdict=verdict.as_json()
         )
     await steps.mark(VERIFYING, verdict=verdict.as_json())
-    return finish(steps, DONE, f"applied and verified: {_changes(steps)}")
+    return await finish(steps, DONE, f"applied and verified: {_changes(steps)}")
 
 
 async def revert(steps: ChangeSteps, reason: str, **facts: Any) -> ActuationResult:
@@ -108,9 +112,11 @@ async def revert(steps: ChangeSteps, reason: str, **facts: Any) -> ActuationResu
             steps.write("old")
     except ConfigWriteError as exc:
         why = f"{reason}; the last-known-good config could not be written back: {exc}"
-        return finish(steps, FAILED, why, quarantine=True)
+        return await finish(steps, FAILED, why, quarantine=True)
     await steps.mark(REVERT_WRITTEN)
-    await steps.mark(REVERT_RESTARTING)
+    with steps.timer.phase("revert_drain"):
+        drained = await steps.hold_gate()
+    await steps.mark(REVERT_RESTARTING, revert_drain=drained)
     with steps.timer.phase("revert_restart"):
         command = await steps.restart()
     result = {"exit": command.returncode, "output": command.output}
@@ -126,20 +132,21 @@ async def after_revert_restart(
         seen = await steps.ready(not_process=revert_from)
     if not seen.ready:
         why = f"{reason}; reverted, but the server did not come back ({seen.state}: {seen.detail})"
-        return finish(steps, FAILED, why, quarantine=True)
+        return await finish(steps, FAILED, why, quarantine=True)
     return await reverify(steps, reason, seen)
 
 
 async def reverify(steps: ChangeSteps, reason: str, seen: Probe) -> ActuationResult:
     """Verify the server back on its last-known-good config, and finish as reverted."""
     await steps.mark(REVERT_READY, revert_start=seen.process_start)
+    await steps.admit_gate()
     await steps.mark(REVERT_VERIFYING)
     with steps.timer.phase("revert_verify"):
         verdict = await steps.verify(seen.process_start)
     await steps.mark(REVERT_VERIFYING, revert_verdict=verdict.as_json())
     after = "" if verdict.ok else f" (still worse than before after the revert: {verdict.detail})"
     outcome = f"reverted to the last-known-good config: {reason}{after}"
-    return finish(steps, REVERTED, outcome, quarantine=True)
+    return await finish(steps, REVERTED, outcome, quarantine=True)
 
 
 async def abandon(steps: ChangeSteps, reason: str) -> ActuationResult:
@@ -148,15 +155,21 @@ async def abandon(steps: ChangeSteps, reason: str) -> ActuationResult:
         steps.write("old")
     except ConfigWriteError as exc:
         why = f"{reason}; the old files could not be put back: {exc}"
-        return finish(steps, FAILED, why, quarantine=True)
+        return await finish(steps, FAILED, why, quarantine=True)
     await steps.resume()
-    return finish(steps, ABANDONED, f"abandoned, files restored, nothing restarted: {reason}")
+    return await finish(steps, ABANDONED, f"abandoned, files restored, nothing restarted: {reason}")
 
 
-def finish(
+async def finish(
     steps: ChangeSteps, state: str, outcome: str, *, quarantine: bool = False
 ) -> ActuationResult:
-    """Close the journal entry and say how it ended."""
+    """Let a drained gate admit again, close the journal entry and say how it ended.
+
+    The gate admits before the entry closes: a governor killed in between finds the entry
+    open, with the gate's drain in its facts, and lifts it.
+    """
+    if (admitted := await steps.admit_gate()) is not None:
+        outcome = f"{outcome}; {admitted}"
     steps.journal.finish(steps.entry_id, state, outcome, steps.timer.timings)
     log_at = logging.INFO if state in (DONE, ABANDONED) else logging.ERROR
     log.log(

@@ -57,6 +57,7 @@ from daemon.api import (
     ActuationResult,
     Clock,
     ConfigWriteError,
+    GateDrain,
     JournalEntry,
     SignalWindows,
     VllmInstance,
@@ -66,9 +67,16 @@ log = logging.getLogger(__name__)
 
 
 async def reconcile(
-    instance: VllmInstance, journal: ActuationJournal, windows: SignalWindows, clock: Clock
+    instance: VllmInstance,
+    journal: ActuationJournal,
+    windows: SignalWindows,
+    clock: Clock,
+    gate: GateDrain | None = None,
 ) -> ActuationResult | None:
-    """Finish the open journal entry of ``instance``, if there is one."""
+    """Finish the open journal entry of ``instance``, if there is one.
+
+    A gate the dead governor drained (a fact of the entry) admits again when the entry ends.
+    """
     for path in (instance.config_path, instance.env_file):
         if path is not None:
             for stray in remove_stray_temporaries(path):
@@ -77,7 +85,14 @@ async def reconcile(
     if entry is None:
         return None
     steps = ChangeSteps(
-        instance, entry.id, entry.plan, entry.facts, journal=journal, windows=windows, clock=clock
+        instance,
+        entry.id,
+        entry.plan,
+        entry.facts,
+        journal=journal,
+        windows=windows,
+        clock=clock,
+        gate=gate,
     )
     log.warning(
         "a change was left unfinished; reconciling",
@@ -91,7 +106,7 @@ async def reconcile(
             return await _after_restart(steps)
         return await _during_revert(steps, entry, journal)
     except ConfigWriteError as exc:
-        return finish(steps, FAILED, f"reconciling failed: {exc}", quarantine=True)
+        return await finish(steps, FAILED, f"reconciling failed: {exc}", quarantine=True)
 
 
 async def _before_restart(steps: ChangeSteps) -> ActuationResult:
@@ -102,7 +117,8 @@ async def _before_restart(steps: ChangeSteps) -> ActuationResult:
     baseline = steps.facts.get("baseline_start")
     if seen.ready and same_process(seen.process_start, baseline) is not False:
         why = "the governor stopped before restarting the server; it still runs the old config"
-        return finish(steps, ABANDONED, f"abandoned, files restored, nothing restarted: {why}")
+        outcome = f"abandoned, files restored, nothing restarted: {why}"
+        return await finish(steps, ABANDONED, outcome)
     # The server restarted by itself (or is down) while the new files were on disk: one
     # restart puts it on the journaled last-known-good config.
     reason = "the server restarted by itself, or is down, while the change was half made"
@@ -175,7 +191,10 @@ def _runs_old(steps: ChangeSteps, seen: Probe, reached: set[str]) -> bool:
 
 async def _restart_on_old(steps: ChangeSteps, reason: str, seen: Probe) -> ActuationResult:
     revert_from = seen.process_start if seen.ready else None
-    await steps.mark(REVERT_RESTARTING, revert_reason=reason, revert_from=revert_from)
+    drained = await steps.hold_gate()
+    await steps.mark(
+        REVERT_RESTARTING, revert_reason=reason, revert_from=revert_from, revert_drain=drained
+    )
     with steps.timer.phase("revert_restart"):
         command = await steps.restart()
     result = {"exit": command.returncode, "output": command.output}

@@ -28,7 +28,14 @@ from actuators.vllm.probes import Probe, post, wait_ready
 from actuators.vllm.read_back import ReadBack, log_mark, read_back
 from actuators.vllm.restart import CommandResult, run_command
 from actuators.vllm.verification import Verdict, verify
-from daemon.api import ActuationJournal, Clock, SignalWindows, VllmInstance
+from daemon.api import (
+    ActuationJournal,
+    Clock,
+    GateDrain,
+    GovernorError,
+    SignalWindows,
+    VllmInstance,
+)
 
 PLANNED = "planned"
 WRITTEN = "written"
@@ -47,6 +54,10 @@ RECONCILING = "reconciling"
 RESTORED = "restored"
 
 BEFORE_RESTART = (PLANNED, WRITTEN, DRAINED)
+GATE_HELD = "gate_held"  # the journal fact of a gate drained for a restart, until it admits again
+GATE_POLL_S = 0.25
+OPERATOR_STATES = ("DRAIN", "MAINT")  # HAProxy's status of a server out of rotation by command
+ADMIT_TRIES = 3
 AFTER_RESTART = (RESTARTING, RESTARTED, READY, VERIFYING)
 HOLD_HOOK = "VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP"
 
@@ -86,6 +97,7 @@ class ChangeSteps:
         journal: ActuationJournal,
         windows: SignalWindows,
         clock: Clock,
+        gate: GateDrain | None = None,
     ) -> None:
         self.instance = instance
         self.entry_id = entry_id
@@ -94,6 +106,7 @@ class ChangeSteps:
         self.journal = journal
         self.windows = windows
         self.clock = clock
+        self.gate = gate
         self.timer = PhaseTimer(clock)
 
     async def mark(self, step: str, **facts: Any) -> None:
@@ -128,7 +141,87 @@ class ChangeSteps:
                 atomic_write(path, file[side], file["mode"])
 
     async def drain(self) -> str:
-        """Drain before the restart; returns what was done, for the journal."""
+        """Drain before the restart; returns what was done, for the journal.
+
+        With a gate, the gate stops admitting first (journaled before the command, so that a
+        governor killed now knows to lift it) and the requests inside are given up to the
+        gate's ``drain_timeout_s`` to finish; vLLM then drains what is left on SIGTERM.
+        """
+        held = await self.hold_gate()
+        vllm = await self._drain_vllm()
+        return vllm if held is None else f"{held}; then {vllm}"
+
+    async def hold_gate(self) -> str | None:
+        """Stop the gate admitting and wait for the requests inside; None without a gate.
+
+        A gate that cannot be reached is not a reason to keep a server on a config about to
+        be replaced: the restart goes on, and vLLM's own drain is all there is.
+        """
+        if self.gate is None:
+            return None
+        where = self.gate.where
+        if self.facts.get(GATE_HELD):
+            return f"gate {where} still drained by this change"
+        try:
+            before = await self.gate.status()
+            if before.startswith(OPERATOR_STATES):
+                # Someone put the server out of rotation on purpose: neither drain nor, after
+                # the restart, lift what is theirs to lift.
+                return f"gate {where} already {before}: left as it is"
+            await self.mark_facts(**{GATE_HELD: where})
+            status = await self.gate.hold()
+        except GovernorError as exc:
+            return f"the gate {where} could not be drained ({exc})"
+        left, waited = await self._wait_for_requests_inside()
+        inside = "unknown" if left is None else str(left)
+        return (
+            f"gate {where} drained ({status}), {inside} request(s) still inside after "
+            f"{waited:.1f} s"
+        )
+
+    async def admit_gate(self) -> str | None:
+        """Let the gate admit again, if this change (or a governor before) drained it.
+
+        Tried a few times: a gate left draining refuses every request. None when no gate
+        was held.
+        """
+        held = self.facts.get(GATE_HELD)
+        if self.gate is None or not held:
+            return None
+        error = ""
+        for attempt in range(ADMIT_TRIES):
+            try:
+                status = await self.gate.admit()
+            except GovernorError as exc:
+                error = str(exc)
+                await asyncio.sleep(GATE_POLL_S * 2**attempt)
+                continue
+            await self.mark_facts(**{GATE_HELD: None}, gate_admitted=status)
+            return f"gate {held} admits again ({status})"
+        await self.mark_facts(gate_admit_error=error)
+        return f"the gate {held} could not be set to admit again: {error}"
+
+    async def mark_facts(self, **facts: Any) -> None:
+        """Journal facts without a new step (durably)."""
+        self.facts.update(facts)
+        self.journal.note(self.entry_id, facts)
+
+    async def _wait_for_requests_inside(self) -> tuple[int | None, float]:
+        """Poll the gate until nothing is inside or its drain bound passes."""
+        assert self.gate is not None
+        started = self.clock.monotonic()
+        bound = self.instance.gate.drain_timeout_s
+        while True:
+            try:
+                inside = await self.gate.in_flight()
+            except GovernorError:
+                inside = None
+            waited = self.clock.monotonic() - started
+            if inside is None or inside == 0 or waited >= bound:
+                return inside, waited
+            await asyncio.sleep(min(GATE_POLL_S, bound - waited))
+
+    async def _drain_vllm(self) -> str:
         if self.instance.drain != "pause":
             return "on SIGTERM, per vLLM's shutdown-timeout"
         status = await post(self.instance.url, "/pause?mode=wait", self.instance.restart_timeout_s)

@@ -135,6 +135,10 @@ class ActuationJournal(Protocol):
         """Record that ``step`` was reached, merging ``facts`` into the entry's facts."""
         ...
 
+    def note(self, entry_id: int, facts: Mapping[str, Any]) -> None:
+        """Merge ``facts`` into an open entry's facts without reaching a new step."""
+        ...
+
     def finish(
         self, entry_id: int, state: str, outcome: str, timings: Mapping[str, float]
     ) -> JournalEntry:

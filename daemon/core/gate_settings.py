@@ -2,7 +2,8 @@
 
 With a gate, the governor reads the gate's queue and sessions through HAProxy's runtime API
 (the stats socket) as signals of that instance (``gate_cap``, ``gate_queue``...), and an
-``admission`` policy may move the cap (the server's ``maxconn``) live. Without one (the
+``admission`` policy may move the cap (the server's ``maxconn``) live; a restart of the server
+drains the gate first and lifts the drain once the new server serves. Without one (the
 default) the instance has no gate signals and no admission policy acts on it.
 
 Names and the address are checked here, at load time, so a typo is a config error with its
@@ -37,6 +38,8 @@ class GateSettings(BaseModel):
         interval_s: Seconds between two reads of the gate.
         timeout_s: Bound on one exchange with HAProxy.
         stale_after_s: Gate samples older than this are stale: no data, so no cap change.
+        drain_timeout_s: Before a restart, how long the drained gate waits for the requests
+            inside the server to finish before the restart sends SIGTERM regardless.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -48,6 +51,7 @@ class GateSettings(BaseModel):
     interval_s: Seconds = 1.0
     timeout_s: Seconds = 0.5
     stale_after_s: Seconds = 5.0
+    drain_timeout_s: Seconds = 30.0
 
     @field_validator("backend", "server")
     @classmethod

@@ -31,8 +31,10 @@ from daemon.core.actuation import (
     SignalWindows,
 )
 from daemon.core.clock import Clock
+from daemon.core.gate_drain import GateLookup
 from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.engine.gate import request_of, route
+from daemon.engine.haproxy_gate import gate_of
 from daemon.engine.journal_store import SqliteJournal
 from daemon.engine.log_level_plane import LogLevelFactory, LogLevelPlane
 from daemon.engine.signal_plane import SignalPlane
@@ -42,7 +44,8 @@ from daemon.policy.decisions import Decision, DecisionKind, Evidence
 
 log = logging.getLogger(__name__)
 
-ActuatorFactory = Callable[[ActuationJournal, SignalWindows, Clock, Path], Actuator]
+# journal, windows, clock, freeze directory, the gate in front of an instance -> the actuator.
+ActuatorFactory = Callable[[ActuationJournal, SignalWindows, Clock, Path, GateLookup], Actuator]
 # A change for the runner, with where to put its outcome when someone waits for it.
 Queued = tuple[VllmInstance, ChangeRequest, "asyncio.Future[ActuationResult] | None"]
 
@@ -67,7 +70,9 @@ class ActuationPlane:
         self.windows = StoreSignalWindows(signals)
         state_dir = config().governor.state_dir
         self.actuator = (
-            None if factory is None else factory(self.journal, self.windows, clock, state_dir)
+            None
+            if factory is None
+            else factory(self.journal, self.windows, clock, state_dir, gate_of)
         )
         self._queue: asyncio.Queue[Queued] = asyncio.Queue()
         self._changes = Counter(

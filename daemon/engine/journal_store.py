@@ -111,6 +111,15 @@ class SqliteJournal:
                 (entry_id, self._now(), step, _json(added)),
             )
 
+    def note(self, entry_id: int, facts: Mapping[str, Any]) -> None:
+        """Merge facts into an entry without a new step."""
+        with self._transaction():
+            row = self._db.execute("SELECT facts FROM actuations WHERE id = ?", (entry_id,))
+            merged = {**json.loads(row.fetchone()[0]), **facts}
+            self._db.execute(
+                "UPDATE actuations SET facts = ? WHERE id = ?", (_json(merged), entry_id)
+            )
+
     def finish(
         self, entry_id: int, state: str, outcome: str, timings: Mapping[str, float]
     ) -> JournalEntry:

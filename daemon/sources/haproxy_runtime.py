@@ -1,4 +1,6 @@
-"""A client of HAProxy's runtime API (the stats socket): read ``show stat``, set a server's maxconn.
+"""A client of HAProxy's runtime API (the stats socket): read stats, set a server's cap and state.
+
+``show stat``; ``set maxconn server``; ``set server ... state ready|drain|maint``.
 
 One command per connection, as HAProxy's non-interactive mode expects: connect, send one line,
 read the answer until HAProxy closes. The exchange uses the event loop's own non-blocking
@@ -35,6 +37,9 @@ MAX_ANSWER_BYTES = 8 << 20
 _NAME = re.compile(r"[A-Za-z0-9_.:-]+")
 # HAProxy reads the value as a C int; 0 would mean "no limit", which a gate must never become.
 MAX_SERVER_MAXCONN = 2**31 - 1
+# The administrative states a server can be put in (``set server B/S state``): ``ready`` takes
+# traffic, ``drain`` takes no new request (its sessions go on), ``maint`` is out of service.
+SERVER_STATES = ("ready", "drain", "maint")
 _SERVERS_ONLY = "4"  # the <type> bit mask of ``show stat``: 1 frontends, 2 backends, 4 servers
 _BACKENDS_AND_SERVERS = "6"
 
@@ -112,18 +117,49 @@ class HaproxyRuntime:
             raise _refusal(command, answer)
         return parse_show_stat(answer)
 
-    async def server_maxconn(self, ref: ServerRef) -> int | None:
-        """The ``maxconn`` of one server as HAProxy holds it now; None when it has none.
+    async def server_row(self, ref: ServerRef) -> StatRow:
+        """The ``show stat`` row of one server.
 
         Raises:
             CommandRefused: No such backend or server (``unknown-server``).
         """
         for row in await self.show_stat(ref.backend):
             if row.name == ref.server:
-                limit = row.number("slim")
-                return None if limit is None else int(limit)
+                return row
         message = f"haproxy at {self} has no server {ref}"
         raise CommandRefused(message, detail="unknown-server")
+
+    async def server_maxconn(self, ref: ServerRef) -> int | None:
+        """The ``maxconn`` of one server as HAProxy holds it now; None when it has none.
+
+        Raises:
+            CommandRefused: No such backend or server (``unknown-server``).
+        """
+        limit = (await self.server_row(ref)).number("slim")
+        return None if limit is None else int(limit)
+
+    async def set_server_state(self, ref: ServerRef, state: str) -> str:
+        """Put one server in an administrative state, then read its status back.
+
+        ``drain`` stops new requests from reaching the server while those it serves finish;
+        with no other server in the backend, HAProxy answers new ones at once with its 503.
+        ``ready`` lifts it; health checks still decide whether the server is up.
+
+        Returns:
+            The server's ``status`` read back after the change (``DRAIN``, ``UP``, ``DOWN``...).
+
+        Raises:
+            ValueError: ``state`` is not one of :data:`SERVER_STATES`.
+            CommandRefused: No such backend or server, or HAProxy said no.
+        """
+        if state not in SERVER_STATES:
+            message = f"a server state is one of {', '.join(SERVER_STATES)}, not {state!r}"
+            raise ValueError(message)
+        command = f"set server {ref} state {state}"
+        answer = await self.command(command)
+        if answer.strip():
+            raise _refusal(command, answer)
+        return (await self.server_row(ref)).text("status")
 
     async def set_server_maxconn(self, ref: ServerRef, maxconn: int) -> int | None:
         """Set one server's ``maxconn`` live (no reload), then read it back.

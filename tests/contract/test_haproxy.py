@@ -309,6 +309,35 @@ async def test_unknown_servers_bad_values_and_a_missing_socket_are_told_apart(
     assert closed.value.detail == "refused"
 
 
+async def test_a_drained_server_takes_no_new_request_and_ready_lets_them_in_again(
+    sim: SimProcess, short_tmp: Path
+) -> None:
+    with gate(short_tmp, sim, maxconn=4) as haproxy:
+        runtime = HaproxyRuntime(haproxy.stats_socket, timeout_s=2.0)
+        port = _bound_port(haproxy)
+        assert await runtime.set_server_state(REF, "drain") == "DRAIN"
+        assert haproxy.stat(BACKEND, SERVER)["status"] == "DRAIN"
+        # The only server of the backend drains: HAProxy answers at once with the gate's 503
+        # (OpenAI's error shape, Retry-After), and the request never reaches vLLM.
+        served_before = int(haproxy.stat(BACKEND, SERVER)["stot"])
+        with Load(port, clients=1, requests_per_client=1, max_tokens=4) as refused:
+            pass
+        (outcome,) = refused.outcomes()
+        assert outcome.status == 503, outcome
+        assert json.loads(outcome.body)["error"]["type"] == "ServiceUnavailableError"
+        assert dict(outcome.headers)["retry-after"] == "1"
+        assert int(haproxy.stat(BACKEND, SERVER)["stot"]) == served_before
+        assert await runtime.set_server_state(REF, "ready") == "UP"
+        with Load(port, clients=1, requests_per_client=1, max_tokens=4) as served:
+            pass
+        assert [outcome.ok for outcome in served.outcomes()] == [True]
+        with pytest.raises(ValueError, match="a server state is one of ready, drain, maint"):
+            await runtime.set_server_state(REF, "up; shutdown sessions")
+        with pytest.raises(CommandRefused, match="No such server") as unknown:
+            await runtime.set_server_state(ServerRef(BACKEND, "other"), "drain")
+        assert unknown.value.detail == "unknown-server"
+
+
 async def test_a_runtime_api_that_never_answers_is_a_timeout(short_tmp: Path) -> None:
     async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readline()  # the command, never answered

@@ -30,6 +30,8 @@ from tests.support.supervised_sim import SATURATING_WORKLOAD, SupervisedSim, sup
 
 pytestmark = [pytest.mark.service("supervisord"), pytest.mark.slow]
 
+SMALL_POOL_BLOCKS = 600  # 32 sequences of the saturating load preempt in it; 8 do not
+
 
 @dataclass(frozen=True)
 class Case:
@@ -44,6 +46,9 @@ class Case:
     verify_window_s: float = 2.0
     restarting: bool = False  # kill only once supervisord is restarting the sim
     draining: bool = False  # kill while the old sim drains on SIGTERM (before the new spawn)
+    # The change preempts in a small KV cache (from 8 to 32 sequences) and is reverted: kill
+    # while the revert's restart drains the failed server.
+    reverting: bool = False
 
 
 CASES = {
@@ -63,6 +68,14 @@ CASES = {
         "", "restarting", "done", ["reconciling", "verifying", "verifying", "done"], 2, 16,
         draining=True,
     ),
+    # The same during the revert: its restart drains the failed server; the next governor
+    # must wait for it, not issue a second revert restart (which failed with exit 7 before).
+    "while the revert drains": Case(
+        "", "revert_restarting", "reverted",
+        ["reconciling", "restored", "revert_ready", "revert_verifying", "revert_verifying",
+         "reverted"],
+        3, 8, draining=True, reverting=True,
+    ),
     "during the verification": Case(
         "", "verifying", "done", ["reconciling", "verifying", "verifying", "done"], 2, 16,
         verify_window_s=4.0,
@@ -77,7 +90,8 @@ def trigger(directory: Path, sim: SupervisedSim, case: Case) -> Callable[[], Any
         entry = reached()
         if entry is None or (case.restarting and sim.spawns() < 2):
             return None
-        if case.draining and "draining for up to" not in sim.sim_log():
+        drains = 2 if case.reverting else 1  # the revert's restart drains the second process
+        if case.draining and sim.sim_log().count("draining for up to") < drains:
             return None
         return entry
 
@@ -89,15 +103,21 @@ def test_a_governor_killed_mid_change_is_reconciled_by_the_next(
     short_tmp: Path, case: Case
 ) -> None:
     drain = "shutdown-timeout: 10\n" if case.draining else ""
+    if case.reverting:
+        drain += f"num-gpu-blocks-override: {SMALL_POOL_BLOCKS}\n"
     load = SATURATING_WORKLOAD if case.draining else None
     with supervised_sim(short_tmp, f"max-num-seqs: 8\n{drain}", load=load) as sim:
         # Under the saturating load a restart is worse for TTFT whatever the change: this case
         # is about the restart, not the verdict.
         ratio = 1000.0 if case.draining else 1.5
         config = governor_config(
-            short_tmp, sim, verify_window_s=case.verify_window_s, max_ttft_ratio=ratio
+            short_tmp,
+            sim,
+            verify_window_s=case.verify_window_s,
+            max_ttft_ratio=ratio,
+            max_seqs=32 if case.reverting else 16,
         )
-        write_policy(short_tmp, "running >= 0.0")
+        write_policy(short_tmp, "running >= 0.0", factor=4.0 if case.reverting else 2.0)
         hold = {"VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP": case.hold} if case.hold else {}
         with running_daemon(config, env=hold) as daemon:
             daemon.wait_for("READY=1")
@@ -115,7 +135,8 @@ def test_a_governor_killed_mid_change_is_reconciled_by_the_next(
             entry = eventually(finished(short_tmp), "the reconciliation", daemon)
         assert entry["state"] == case.state, entry
         if case.draining:
-            assert sim.spawns() == 2, "the kill landed while the old server drained"
+            drained = 3 if case.reverting else 2
+            assert sim.spawns() == drained, "the kill landed while the old server drained"
         assert entry["steps"][-len(case.last_steps) :] == case.last_steps, entry["steps"]
         assert f"max-num-seqs: {case.seqs}\n" in sim.vllm_yaml.read_text()
         sim.wait_ready(10)

@@ -30,6 +30,8 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "DRY_RUN",
         "Envelope",
         "FAILED",
+        "GateDrain",
+        "GateLookup",
         "GateRuntime",
         "GovernorError",
         "HttpLogLevelTarget",
@@ -48,6 +50,7 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "VllmInstance",
         "envelope_problem",
         "freeze_reason",
+        "no_gates",
         "pace_problem",
     ]
     for name in daemon.api.__all__:
