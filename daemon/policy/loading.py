@@ -12,7 +12,6 @@ shows the broken one in status).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -25,12 +24,13 @@ from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB
 from daemon.core.knobs import KNOBS
 from daemon.core.settings import Envelope
 from daemon.core.toml_locations import KeyPath, nearest_location
-from daemon.core.validation_issues import data_path, unknown_name, validation_issues
+from daemon.core.validation_issues import unknown_name, validation_issues
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
 from daemon.policy.admission.controllers import build_controller
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression, ExpressionError, compiler
 from daemon.policy.notify_text import template_problems
+from daemon.policy.partial_documents import valid_part
 from daemon.policy.schedules import cron_times, cron_window
 from daemon.policy.spec import (
     ALL_TARGETS,
@@ -49,8 +49,6 @@ from daemon.sources.declarations import SignalRegistry
 from daemon.sources.registry import BUILTIN
 
 POLICY_SUFFIXES = (".yaml", ".yml")
-# Stand-ins for required keys that are missing, so that the rest of a file can still be checked.
-_STAND_INS = {"name": "unnamed", "when": "true"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,68 +182,17 @@ def _issues_beyond_the_shape(
 ) -> list[ConfigIssue]:
     """What compiling finds in the parts of a misshapen file that are right.
 
-    Each key pydantic refused is set aside (a missing required key gets a stand-in) until the
-    rest validates; the rest is compiled. Problems found at or around a key set aside are not
-    reported: they would be consequences of setting it aside (an action left with nothing to
-    do), not problems of the file.
+    Problems found at or around a key set aside are not reported: they would be consequences
+    of setting it aside (an action left with nothing to do), not problems of the file.
     """
-    data = copy.deepcopy(document.data)
-    aside: list[KeyPath] = []
-    for _ in range(8):  # each round sets aside at least one key; files are small
-        try:
-            model = PolicyModel.model_validate(data)
-            break
-        except ValidationError as exc:
-            refused = [_set_aside(data, tuple(error["loc"])) for error in exc.errors()]
-            if not any(refused):
-                return []
-            aside += [where for where in refused if where is not None]
-    else:
+    part = valid_part(document.data)
+    if part is None:
         return []
     try:
-        _compile(model, document, targets, live_targets, signals)
+        _compile(part.model, document, targets, live_targets, signals)
     except ConfigError as exc:
-        return [issue for issue in exc.issues if not _near(issue.key_path, aside)]
+        return [issue for issue in exc.issues if not part.near_aside(issue.key_path)]
     return []
-
-
-def _set_aside(data: dict[str, Any], loc: tuple[Any, ...]) -> KeyPath | None:
-    """Remove what ``loc`` refuses from ``data``; the key path removed, or None when none was.
-
-    A list is set aside whole (removing one item would move the others' indexes, and their
-    problems would be reported at the wrong item).
-    """
-    where = data_path(data, loc, missing=True)
-    if where == loc[:1] and where[0] in _STAND_INS and where[0] not in data:
-        data[str(where[0])] = _STAND_INS[str(where[0])]
-        return where
-    node: Any = data
-    for depth, part in enumerate(where):
-        if isinstance(node, list):
-            where = where[: depth - 1]
-            break
-        if not isinstance(node, dict) or part not in node:
-            where = where[:depth]
-            break
-        node = node[part]
-    if not where:
-        return None
-    parent: Any = data
-    for part in where[:-1]:
-        parent = parent[part]
-    del parent[where[-1]]
-    return where
-
-
-def _near(key_path: str, aside: list[KeyPath]) -> bool:
-    """Whether ``key_path`` is a key set aside, inside one, or around one."""
-    parts = tuple(key_path.split(".")) if key_path else ()
-    for where in aside:
-        other = tuple(str(part) for part in where)
-        shorter = min(len(parts), len(other))
-        if parts[:shorter] == other[:shorter]:
-            return True
-    return False
 
 
 def _literal_envelope_issues(

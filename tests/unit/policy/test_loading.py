@@ -170,3 +170,15 @@ def test_setting_a_refused_key_aside_reports_no_consequence_of_it() -> None:
     assert _problems("name: p\nwhen: kv_usage > 0.9\naction: {set: 3}\n") == [
         "p.yaml:3:10: action.set: expected a mapping of keys to values (got 3)"
     ]
+
+
+def test_a_refused_item_sets_its_list_aside_and_the_rest_is_still_checked() -> None:
+    problems = _problems(
+        "name: p\nwhen: kv_usag > 0.9\n"
+        "schedule: {windows: [{cron: '0 * * * *', duration: 1h}, {cron: '0 * * * *'}]}\n"
+    )
+    assert [problem.split(": ")[1] for problem in problems] == [
+        "when",
+        "schedule.windows.1.duration",
+    ]
+    assert problems[1].endswith("required key is missing")
