@@ -20,7 +20,7 @@ from typing import Any
 from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
-from daemon.core.errors import ConfigError, ControlError
+from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
@@ -90,6 +90,7 @@ class Governor:
             clock,
             self._metrics.registry,
             self._actuation,
+            on_watched_reload=self._watched_reload,
         )
         self._approvals = ApprovalsPlane(
             lambda: self._loaded.config,
@@ -291,6 +292,15 @@ class Governor:
         first = error.issues[0].render()
         self._manager.ready(f"reload rejected, old configuration kept: {first}")
         self._announce("config_rejected", {"where": first})
+
+    def _watched_reload(self, issues: tuple[ConfigIssue, ...]) -> None:
+        """The policy watcher's reload (a policy file changed): told like one on SIGHUP."""
+        if issues:
+            self._reject_reload(ConfigError(list(issues)))
+            return
+        self._last_reload_error = ""
+        self._metrics.config_reloads.labels(outcome="applied").inc()
+        self._manager.status(self._status_line())
 
     async def _handle_status(self, _request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         return {

@@ -45,7 +45,7 @@ def create_own_metrics(clock: Clock) -> OwnMetrics:
     uptime.set_function(lambda: clock.monotonic() - started)
     reloads = Counter(
         "vllm_governor_config_reloads",
-        "Configuration reloads (SIGHUP) by outcome.",
+        "Reloads of the configuration (SIGHUP) and of changed policy files, by outcome.",
         ["outcome"],
         registry=registry,
     )

@@ -48,8 +48,19 @@ class PolicyPlane:
         clock: Clock,
         registry: CollectorRegistry,
         actuation: ActuationPlane | None = None,
+        *,
+        on_watched_reload: Callable[[tuple[ConfigIssue, ...]], None],
     ) -> None:
+        """Load the policies under ``config``'s directories.
+
+        ``on_watched_reload`` hears the outcome of each reload the file watcher makes (no
+        issues: applied), so that it is counted and shown like a reload on SIGHUP.
+
+        Raises:
+            ConfigError: a policy directory is missing or cannot be read.
+        """
         self._config = config
+        self._on_watched_reload = on_watched_reload
         self._signals = signals
         self._clock = clock
         current = config()
@@ -136,12 +147,7 @@ class PolicyPlane:
             config = self._config()
             if fingerprint(config.governor.policy_dirs) == self.policies.fingerprint:
                 continue
-            issues = self.reload(config)
-            for issue in issues:
-                log.error(
-                    "policy reload rejected; keeping the policies in force",
-                    extra={"where": issue.render()},
-                )
+            self._on_watched_reload(self.reload(config))
 
     def status(self) -> dict[str, Any]:
         """Each policy's state per target, the disabled files, the latest decisions."""

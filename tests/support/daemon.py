@@ -4,17 +4,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.support.services import free_port
 
@@ -91,9 +94,16 @@ class RunningDaemon:
 
 @contextmanager
 def running_daemon(
-    config: Path, *, watchdog_usec: int | None = None, env: dict[str, str] | None = None
+    config: Path,
+    *,
+    watchdog_usec: int | None = None,
+    env: dict[str, str] | None = None,
+    wrapper: Sequence[str] = (),
 ) -> Iterator[RunningDaemon]:
-    """Start ``vllm-governor run --config CONFIG`` as systemd would; kill it on the way out."""
+    """Start ``vllm-governor run --config CONFIG`` as systemd would; kill it on the way out.
+
+    ``wrapper`` is a command the daemon runs under (e.g. ``setpriv`` with fewer privileges).
+    """
     address = f"@vllm-governor-test-{uuid.uuid4().hex}"
     notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     notify.bind("\0" + address[1:])
@@ -103,7 +113,7 @@ def running_daemon(
     log_path = config.parent / "daemon.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(
-            [sys.executable, "-m", "daemon.app.cli", "run", "--config", str(config)],
+            [*wrapper, sys.executable, "-m", "daemon.app.cli", "run", "--config", str(config)],
             env=environment,
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -119,3 +129,18 @@ def running_daemon(
             process.kill()
         process.wait()
         notify.close()
+
+
+def without_permission_bypass() -> list[str]:
+    """A wrapper under which file permissions hold for the daemon even when the tests run as root.
+
+    Root reads a ``chmod 000`` directory through ``CAP_DAC_OVERRIDE`` and
+    ``CAP_DAC_READ_SEARCH``; with both out of the bounding set, root's ``execve`` grants neither,
+    and the daemon meets ``EACCES`` as the ``vllm-governor`` user would. Other users need no
+    wrapper.
+    """
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("setpriv (util-linux) is needed to drop root's permission bypass")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]

@@ -55,9 +55,7 @@ def main(args: argparse.Namespace) -> int:
         signal_registry(config, args.config)  # a configured signal may not shadow another
         secrets = load_secrets()
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue.render(), file=sys.stderr)
-        return EXIT_CONFIG
+        return _config_broken(exc)
     except SecretError as exc:
         print(f"vllm-governor: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -78,15 +76,18 @@ async def _serve(
     from actuators.vllm.actuator import VllmActuator
     from daemon.engine.governor import Governor
 
-    governor = Governor(
-        loaded,
-        clock,
-        notifier,
-        secrets,
-        actuator_factory=VllmActuator,
-        gate_actuator_factory=HaproxyActuator,
-        log_level_factory=HttpLogLevelActuator,
-    )
+    try:
+        governor = Governor(
+            loaded,
+            clock,
+            notifier,
+            secrets,
+            actuator_factory=VllmActuator,
+            gate_actuator_factory=HaproxyActuator,
+            log_level_factory=HttpLogLevelActuator,
+        )
+    except ConfigError as exc:  # e.g. a policy directory that is missing or cannot be read
+        return _config_broken(exc)
     deadline_s = loaded.config.governor.shutdown_deadline_s
     loop = asyncio.get_running_loop()
 
@@ -106,6 +107,13 @@ async def _serve(
         return EXIT_FAILURE
     log.info("governor stopped")
     return EXIT_OK
+
+
+def _config_broken(error: ConfigError) -> int:
+    """Say where the configuration is broken, one problem per line, for systemd's journal."""
+    for issue in error.issues:
+        print(issue.render(), file=sys.stderr)
+    return EXIT_CONFIG
 
 
 def _arm_last_resort(deadline_s: float) -> None:
