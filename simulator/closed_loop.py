@@ -2,8 +2,8 @@
 
 A fixed number of clients each send their next request when the last one ends.
 
-This is how the published concurrency sweeps (calibration.md) were measured, so it is how the
-simulator is calibrated against them.
+This is how the published concurrency sweeps (docs/sources.md#concurrency-and-latency) were
+measured, so it is how the simulator is calibrated against them.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A profile is a YAML data file (``simulator/profiles/*.yaml``) validated by
 :class:`EngineProfile`; unknown keys are errors. The step-time model extends BLIS's linear
-fit of one vLLM engine step (calibration.md) with a context term::
+fit of one vLLM engine step (docs/sources.md#step-times) with a context term::
 
     step_us = beta0 + beta1 * prefill_tokens + beta2 * decode_tokens + beta3 * context_tokens
 

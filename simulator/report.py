@@ -1,6 +1,6 @@
 """The JSON report of a simulation run.
 
-Service-level objectives are per request (calibration.md): a request meets them when it
+Service-level objectives are per request (docs/sources.md#slos): a request meets them when it
 completed with TTFT <= 2 s and TPOT <= 100 ms (a one-token output has no TPOT and is judged on
 TTFT alone). Aborted and rejected requests are misses, so dropping requests never looks like a
 win. ``goodput_*`` counts only requests that met both; rates are over the run's duration, from

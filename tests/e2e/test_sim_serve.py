@@ -41,7 +41,7 @@ SIM_ONLY = {
         "histograms vLLM 0.33 registers (v1/metrics/loggers.py); the synthesized page omits them",
     ),
     "vllm_admission_rejections_total": "the counter of 0.33's max-num-queued-* admission limits "
-    "(shared/facts/vllm.md); the synthesized page omits it",
+    "(docs/sources.md#metrics); the synthesized page omits it",
 }
 # Canonical signals of the fixture the simulator lacks, and why: none.
 FIXTURE_ONLY: dict[str, str] = {}

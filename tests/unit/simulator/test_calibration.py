@@ -1,4 +1,5 @@
-"""Calibration against the published figures of shared/calibration.md.
+"""Calibration against published figures (docs/sources.md#step-times and
+docs/sources.md#concurrency-and-latency).
 
 Numbers measured with these tests are in the issue's note; the assertions hold the shapes.
 """
