@@ -49,7 +49,7 @@ from daemon.engine.actuation_plane import ActuationPlane
 from daemon.engine.approval_json import proposal_json
 from daemon.engine.approval_recheck import Lens
 from daemon.engine.approval_runner import ApprovedChangesRunner
-from daemon.engine.freeze_files import EVERYTHING, freeze_reason, remove_freeze, write_freeze
+from daemon.engine.freeze_files import freeze_reason, freeze_target, remove_freeze, write_freeze
 from daemon.engine.proposal_store import ProposalStore, StoredProposal
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision
@@ -277,10 +277,7 @@ class ApprovalsPlane:
             ApprovalError: an unknown target, a duration out of bounds, or no reason.
         """
         config = self._config()
-        if target != EVERYTHING and target not in config.target_names():
-            known = ", ".join(config.target_names()) or "none"
-            message = f"no vLLM instance named {target!r} (known: {known}; or * for all)"
-            raise ApprovalError(message)
+        freeze_target(target, config.target_names())
         if not 0 < duration_s <= MAX_FREEZE_S:
             message = (
                 f"a freeze lasts more than 0 s and at most {MAX_FREEZE_S / 86400:g} days "
@@ -299,8 +296,15 @@ class ApprovalsPlane:
         return {"target": target, "until": until.isoformat(), "reason": reason, "path": str(path)}
 
     def unfreeze(self, target: str, *, by: str) -> dict[str, Any]:
-        """Lift the freeze of ``target`` (``*``: the global one)."""
-        lifted = remove_freeze(self._config().governor.state_dir, target)
+        """Lift the freeze of ``target`` (``*``: the global one).
+
+        Raises:
+            ApprovalError: an unknown target (the same check as :meth:`freeze`'s).
+        """
+        config = self._config()
+        lifted = remove_freeze(
+            config.governor.state_dir, freeze_target(target, config.target_names())
+        )
         log.warning("freeze lifted", extra={"target": target, "by": by, "lifted": lifted})
         return {"target": target, "lifted": lifted}
 

@@ -10,18 +10,51 @@ line is the expiry (ISO 8601 with an offset); the second, the reason for people.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from datetime import datetime
 from pathlib import Path
 
+from daemon.approvals.errors import ApprovalError
 from daemon.core.freezes import GLOBAL, freeze_reason
 
-__all__ = ["EVERYTHING", "freeze_path", "freeze_reason", "remove_freeze", "write_freeze"]
+__all__ = [
+    "EVERYTHING",
+    "freeze_path",
+    "freeze_reason",
+    "freeze_target",
+    "remove_freeze",
+    "write_freeze",
+]
 
 EVERYTHING = "*"
 
 
+def freeze_target(target: str, known: Iterable[str]) -> str:
+    """``target`` if a freeze may name it: ``*`` or a configured server, never a path.
+
+    ``freeze`` and ``unfreeze`` both ask, whoever calls them (the CLI, Slack): a target
+    becomes part of a file name in the state directory, and ``x/../../file`` would reach out.
+
+    Raises:
+        ApprovalError: any other target.
+    """
+    names = list(known)
+    if target != EVERYTHING and target not in names:
+        listed = ", ".join(names) or "none"
+        message = f"no vLLM instance named {target!r} (known: {listed}; or * for all)"
+        raise ApprovalError(message)
+    return target
+
+
 def freeze_path(state_dir: Path, target: str) -> Path:
-    """The file that freezes ``target`` (``*``: every server)."""
+    """The file that freezes ``target`` (``*``: every server), always inside ``state_dir``.
+
+    Raises:
+        ValueError: ``target`` is not a plain name (checked again here, where files are named).
+    """
+    if not target or "/" in target or "\0" in target:
+        message = f"a freeze target is a server's name, not {target!r}"
+        raise ValueError(message)
     return state_dir / (GLOBAL if target == EVERYTHING else f"{GLOBAL}.{target}")
 
 

@@ -93,13 +93,13 @@ class Interactions:
         if not self._plane.may_freeze(user, groups):
             return "Refused: you are on no approvals allow-list"
         target = "*" if words[1] in ("all", "*") else words[1]
-        if words[0] == "unfreeze":
-            answer = self._plane.unfreeze(target, by=user)
-            return f"Unfrozen: {answer['target']}" if answer["lifted"] else "Nothing was frozen"
         reason = " ".join(words[3:])
-        if len(words) < 4 or not reason:
-            return SLASH_USAGE
         try:
+            if words[0] == "unfreeze":
+                answer = self._plane.unfreeze(target, by=user)
+                return f"Unfrozen: {answer['target']}" if answer["lifted"] else "Nothing was frozen"
+            if len(words) < 4 or not reason:
+                return SLASH_USAGE
             answer = self._plane.freeze(target, parse_duration(words[2]), reason, by=user)
         except (ValueError, GovernorError) as exc:
             return f"Refused: {exc}"

@@ -14,7 +14,7 @@ import pytest
 
 from actuators.vllm.freezes import freeze_reason as actuator_freeze_reason
 from daemon.core.clock import SystemClock
-from daemon.engine.freeze_files import write_freeze
+from daemon.engine.freeze_files import remove_freeze, write_freeze
 from tests.support.slack_double import SlackDouble, block_actions, post, signed_request
 from tests.support.slack_double.approvals_rig import (
     ALICE,
@@ -101,3 +101,35 @@ def test_a_freeze_written_by_the_engine_is_one_the_actuator_honours(tmp_path: Pa
     assert shown.endswith(": incident with a newline")  # the reason, flattened to one line
     assert actuator_freeze_reason(tmp_path, "main", now + timedelta(minutes=6)) == ""
     assert (tmp_path / "freeze").read_text().count("\n") == 2
+
+
+@pytest.mark.asyncio
+async def test_a_slash_unfreeze_of_a_path_is_refused_and_removes_nothing(
+    short_tmp: Path, double: SlackDouble
+) -> None:
+    # Issue 15, finding 7: the same check as the CLI's, through the same plane.
+    state = short_tmp / "state"
+    state.mkdir()
+    (state / "freeze.x").mkdir()
+    victim = short_tmp / "victim"
+    victim.write_text("not the governor's to delete\n")
+    async with approvals_rig(state, double):
+        await double.socket.wait_connections(1)
+        command = {
+            "command": "/governor",
+            "text": "unfreeze x/../../victim",
+            "user_id": ALICE,
+            "channel_id": CHANNEL,
+        }
+        await double.socket.push(command, "slash_commands")
+        await eventually(lambda: bool(double.store.ephemerals), "the answer")
+    [answer] = [e.text for e in double.store.ephemerals]
+    assert answer == "Refused: no vLLM instance named 'x/../../victim' (known: main; or * for all)"
+    assert victim.read_text() == "not the governor's to delete\n"
+
+
+@pytest.mark.parametrize("target", ["x/../../victim", "", "a\0b"])
+def test_a_freeze_file_is_never_named_by_a_path(tmp_path: Path, target: str) -> None:
+    # The last check, where the file is named, behind the plane's check of known targets.
+    with pytest.raises(ValueError, match="a freeze target is a server's name"):
+        remove_freeze(tmp_path, target)
