@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
@@ -26,7 +25,8 @@ from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision, DecisionKind
-from daemon.policy.evaluate import TargetView, condition_result, evaluate
+from daemon.policy.evaluate import TargetView, evaluate
+from daemon.policy.explanations import explain_policy
 from daemon.policy.planner import KnobHistory, KnobKey, plan
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.views import target_views
@@ -206,36 +206,9 @@ class PolicyPlane:
         if spec is None:
             known = ", ".join(s.name for s in self.policies.specs) or "none"
             return {"error": f"no policy named {name!r} (in force: {known})"}
-        config = self._config()
-        views = self._views(config)
+        views = self._views(self._config())
         now, wall = self._clock.monotonic(), self._clock.wall()
-        targets = {}
-        for target, view in views.items():
-            if not spec.applies_to(target):
-                continue
-            state = self.evaluator.states.get((spec.name, target), PolicyState())
-            after, decisions = evaluate(spec, state, view, now, wall)
-            signals = {n: view.signals.get(n) for n in sorted(spec.when.signals)}
-            result, error = condition_result(spec.when, view)
-            targets[target] = {
-                "condition": spec.when.source,
-                "result": result,
-                "error": error,
-                "signals": signals,
-                "phase": state.phase.value,
-                "held_for_s": None if state.since is None else round(now - state.since, 1),
-                "for_s": spec.for_s,
-                "would": [
-                    {
-                        "kind": d.kind.value,
-                        "guard": d.guard,
-                        "intent": asdict(d.intent) if d.intent else None,
-                    }
-                    for d in decisions
-                ],
-                "next_phase": after.phase.value,
-            }
-        return {"policy": spec.name, "description": spec.description, "targets": targets}
+        return explain_policy(spec, self.evaluator.states, views, now, wall)
 
 
 def changed_histories(
