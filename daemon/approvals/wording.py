@@ -46,6 +46,8 @@ def format_signal(value: object) -> str:
 
 def format_duration(seconds: float) -> str:
     """``45 s``, ``2 min 10 s``, ``1 h 5 min``: short, and exact enough for people."""
+    if not math.isfinite(seconds):
+        return f"{seconds} s"
     whole = round(seconds)
     if whole < 60:
         return f"{whole} s"

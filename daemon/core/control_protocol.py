@@ -1,19 +1,26 @@
 """The wire format of the control socket: one JSON object per line, each way.
 
 A request is ``{"command": NAME, "args": {...}}``; the answer is ``{"ok": true, "result": ...}``
-or ``{"ok": false, "error": MESSAGE}``. Requests and answers are small; a line longer than
-:data:`MAX_LINE_BYTES` is refused rather than buffered without bound.
+or ``{"ok": false, "error": MESSAGE}``. Nothing is buffered or parsed without bound: a request
+is at most :data:`MAX_REQUEST_BYTES` on one line, nests at most :data:`MAX_NESTING` arrays and
+objects (deeper ones would exhaust the parser's recursion), and its numbers are finite (JSON
+has no ``Infinity`` or ``NaN``, and ``1e400`` would read as one). An answer, which may list a
+lot of state, is at most :data:`MAX_LINE_BYTES`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.core.errors import ControlError
 
 MAX_LINE_BYTES = 1 << 20
+MAX_REQUEST_BYTES = 1 << 16
+MAX_NESTING = 16
+TOO_LONG = f"a request is at most {MAX_REQUEST_BYTES} bytes on one line"
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +41,9 @@ class ControlRequest:
         Raises:
             ControlError: the line is not a well-formed request.
         """
-        document = _decode_object(line)
+        if len(line) > MAX_REQUEST_BYTES:
+            raise ControlError(TOO_LONG)
+        document = _decode_object(line, strict=True)
         command, args = document.get("command"), document.get("args", {})
         if not isinstance(command, str) or not isinstance(args, dict):
             message = "a request needs a string 'command' and an object 'args'"
@@ -72,13 +81,62 @@ class ControlReply:
         return cls(ok, document.get("result"), str(document.get("error", "")))
 
 
-def _decode_object(line: bytes) -> dict[str, Any]:
+class _NotFinite(ValueError):
+    """A number JSON cannot hold (``Infinity``, ``NaN``) or a double cannot (``1e400``)."""
+
+
+def _refuse_constant(text: str) -> float:
+    raise _NotFinite(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotFinite(text)
+    return value
+
+
+def _decode_object(line: bytes, *, strict: bool = False) -> dict[str, Any]:
+    """One JSON object; ``strict`` (requests): bounded nesting and finite numbers only."""
     try:
-        document = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        if not strict:
+            document = json.loads(line)
+        else:
+            text = line.decode()
+            if _nests_deeper_than(text, MAX_NESTING):
+                message = f"a request may nest at most {MAX_NESTING} levels of arrays and objects"
+                raise ControlError(message)
+            document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
+    except _NotFinite as exc:
+        message = f"a request's numbers must be finite; not a finite number: {exc}"
+        raise ControlError(message) from exc
+    except (ValueError, RecursionError) as exc:  # a JSON error, bad UTF-8, an int too long
         message = f"not a JSON line: {exc}"
         raise ControlError(message) from exc
     if not isinstance(document, dict):
         message = "a control message must be a JSON object"
         raise ControlError(message)
     return document
+
+
+def _nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether arrays and objects in ``text`` nest deeper than ``limit``, before parsing it."""
+    depth = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in "]}":
+            depth -= 1
+    return False

@@ -7,7 +7,9 @@ CLI click goes through the very same judgement as a Slack one.
 
 from __future__ import annotations
 
+import contextlib
 import grp
+import math
 import os
 import pwd
 import uuid
@@ -35,12 +37,9 @@ def approval_handlers(plane: ApprovalsPlane) -> Mapping[str, Handler]:
 
     async def freeze(request: ControlRequest, caller: Caller) -> dict[str, Any]:
         target = _text(request.args, "target")
-        duration = request.args.get("duration_s")
-        if isinstance(duration, bool) or not isinstance(duration, int | float):
-            message = "'duration_s' must be a number of seconds"
-            raise ControlError(message)
+        duration = _seconds(request.args, "duration_s")
         reason = _text(request.args, "reason")
-        return plane.freeze(target, float(duration), reason, by=approver(caller))
+        return plane.freeze(target, duration, reason, by=approver(caller))
 
     async def unfreeze(request: ControlRequest, caller: Caller) -> dict[str, Any]:
         return plane.unfreeze(_text(request.args, "target"), by=approver(caller))
@@ -99,6 +98,18 @@ def _click(
     )
     note = request.args.get("reason", "")
     return plane.judge(click, note=note if isinstance(note, str) else "").as_json()
+
+
+def _seconds(args: Mapping[str, Any], key: str) -> float:
+    value = args.get(key)
+    seconds = math.nan
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        with contextlib.suppress(OverflowError):  # an integer too large for a float
+            seconds = float(value)
+    if not math.isfinite(seconds):
+        message = f"{key!r} must be a finite number of seconds"
+        raise ControlError(message)
+    return seconds
 
 
 def _text(args: Mapping[str, Any], key: str) -> str:

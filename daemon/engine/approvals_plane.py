@@ -32,6 +32,7 @@ from daemon.approvals.authorisation import AllowList, ApprovalRules
 from daemon.approvals.clicks import Click
 from daemon.approvals.errors import ApprovalError, ProposalError
 from daemon.approvals.proposal import Proposal, RiskClass, from_decision
+from daemon.approvals.reasons import checked_reason
 from daemon.approvals.records import ProposalRecord, State
 from daemon.approvals.state_machine import (
     Recheck,
@@ -210,7 +211,11 @@ class ApprovalsPlane:
         ``note`` is kept as the reason of a rejection. Synchronous on purpose: the record read,
         the re-check and the write happen without yielding to the loop, so no other click can
         slip in between (and the store's revision check stops any other writer).
+
+        Raises:
+            ApprovalError: ``note`` is not a usable reason (too long, control characters).
         """
+        note = checked_reason(note)
         stored = self.store.get(click.proposal_id)
         if stored is None:
             answer = ClickAnswer(click.proposal_id, "unknown", False, "no such proposal")
@@ -274,10 +279,11 @@ class ApprovalsPlane:
         """Freeze ``target`` (an instance, or ``*`` for all) for ``duration_s``; it then expires.
 
         Raises:
-            ApprovalError: an unknown target, a duration out of bounds, or no reason.
+            ApprovalError: an unknown target, a duration out of bounds, or no usable reason.
         """
         config = self._config()
         freeze_target(target, config.target_names())
+        reason = checked_reason(reason)
         if not 0 < duration_s <= MAX_FREEZE_S:
             message = (
                 f"a freeze lasts more than 0 s and at most {MAX_FREEZE_S / 86400:g} days "

@@ -4,6 +4,10 @@ Access is restricted by file permissions (the socket is created ``0600`` inside 
 the daemon owns) and double-checked with the peer's credentials (``SO_PEERCRED``): only the
 daemon's own user and root may talk to it. Each command handler receives the caller's
 identity, so that a later approval can name the local user who gave it.
+
+Every request gets an answer, a refusal included: a line over the size limit is skipped to its
+end and refused, a malformed one is refused, and a handler that fails unexpectedly is logged
+and answered with an error, so that one bad request never costs the conversation.
 """
 
 from __future__ import annotations
@@ -20,7 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from daemon.core.control_protocol import MAX_LINE_BYTES, ControlReply, ControlRequest
+from daemon.core.control_protocol import (
+    MAX_REQUEST_BYTES,
+    TOO_LONG,
+    ControlReply,
+    ControlRequest,
+)
 from daemon.core.errors import ControlError, GovernorError
 from daemon.engine.supervisor import Readiness
 
@@ -55,7 +64,7 @@ async def serve_control_socket(
 
     previous_umask = os.umask(0o177)  # the socket is born 0600: no window for other users
     try:
-        server = await asyncio.start_unix_server(on_connection, path=path, limit=MAX_LINE_BYTES)
+        server = await asyncio.start_unix_server(on_connection, path=path, limit=MAX_REQUEST_BYTES)
     finally:
         os.umask(previous_umask)
     try:
@@ -92,17 +101,35 @@ async def _serve_connection(
         writer.write(ControlReply(ok=False, error="permission denied").encode())
         await writer.drain()
         return
-    while line := await _read_line(reader):
-        reply = await _dispatch(line, caller, handlers)
+    while (line := await _read_request(reader)) != b"":
+        if line is None:
+            reply = ControlReply(ok=False, error=f"{TOO_LONG}; this one was skipped")
+        else:
+            reply = await _dispatch(line, caller, handlers)
         writer.write(reply.encode())
         await writer.drain()
 
 
-async def _read_line(reader: asyncio.StreamReader) -> bytes:
+async def _read_request(reader: asyncio.StreamReader) -> bytes | None:
+    """The next request line (b"" at the end), or None for one over the limit, skipped whole."""
     try:
-        return await reader.readline()
-    except (asyncio.LimitOverrunError, ValueError):
-        return b""  # an oversized line ends the conversation
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial  # the last line, without its newline; b"" at the end
+    except asyncio.LimitOverrunError:
+        await _skip_line(reader)
+        return None
+
+
+async def _skip_line(reader: asyncio.StreamReader) -> None:
+    """Discard up to the next newline, a buffer at a time, so that the next line reads whole."""
+    with contextlib.suppress(asyncio.IncompleteReadError):  # the end came first
+        while True:
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as exc:
+                await reader.readexactly(exc.consumed)
 
 
 async def _dispatch(line: bytes, caller: Caller, handlers: Mapping[str, Handler]) -> ControlReply:
@@ -117,6 +144,10 @@ async def _dispatch(line: bytes, caller: Caller, handlers: Mapping[str, Handler]
         return ControlReply(ok=True, result=await handler(request, caller))
     except GovernorError as exc:
         return ControlReply(ok=False, error=str(exc))
+    except Exception:
+        # A handler's bug: the caller still gets an answer, and the log the traceback.
+        log.exception("control command failed", extra={"user": caller.user})
+        return ControlReply(ok=False, error="the command failed inside the governor (see its log)")
 
 
 def _caller_of(writer: asyncio.StreamWriter) -> Caller:
