@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import pwd
 import socket
+import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +26,30 @@ from daemon.app.control_client import call_daemon
 from tests.support.daemon import RunningDaemon, running_daemon, write_config
 
 
-@pytest.fixture
-def daemon(short_tmp: Path) -> Iterator[RunningDaemon]:
-    config = write_config(short_tmp, extra='[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:9"\n')
-    with running_daemon(config) as running:
-        running.wait_for("READY=1")
-        yield running
+@dataclass(frozen=True)
+class Daemon:
+    """One daemon for the whole module: each request below must leave it serving."""
+
+    running: RunningDaemon
+    directory: Path
+
+    @property
+    def socket(self) -> Path:
+        return self.directory / "control.sock"
+
+    @property
+    def freeze_file(self) -> Path:
+        return self.directory / "state" / "freeze.main"
+
+
+@pytest.fixture(scope="module")
+def daemon() -> Iterator[Daemon]:
+    with tempfile.TemporaryDirectory(prefix="vg-") as name:
+        directory = Path(name)
+        extra = '[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:9"\n'
+        with running_daemon(write_config(directory, extra=extra)) as running:
+            running.wait_for("READY=1")
+            yield Daemon(running, directory)
 
 
 def exchange(path: Path, *lines: bytes) -> list[bytes]:
@@ -112,21 +134,23 @@ def nested(depth: int) -> bytes:
     ],
 )
 def test_a_hostile_request_gets_an_error_reply_and_the_daemon_serves_on(
-    short_tmp: Path, daemon: RunningDaemon, payload: bytes, error: str
+    daemon: Daemon, payload: bytes, error: str
 ) -> None:
-    path = short_tmp / "control.sock"
-    refusal, after = exchange(path, payload, b'{"command": "status"}\n')
+    refusal, after = exchange(daemon.socket, payload, b'{"command": "status"}\n')
     assert error in error_of(refusal)
     assert json.loads(after)["result"]["state"] == "ready", "the same connection serves on"
-    assert call_daemon(path, "status")["state"] == "ready"
-    assert not (short_tmp / "state" / "freeze.main").exists(), "nothing was frozen"
-    assert daemon.process.poll() is None
-    assert "Traceback" not in daemon.log_text()
+    assert call_daemon(daemon.socket, "status")["state"] == "ready"
+    assert not daemon.freeze_file.exists(), "nothing was frozen"
+    assert daemon.running.process.poll() is None
+    assert "Traceback" not in daemon.running.log_text()
 
 
-def test_a_reason_is_flattened_to_one_line_and_kept(short_tmp: Path, daemon: RunningDaemon) -> None:
-    path = short_tmp / "control.sock"
-    [reply] = exchange(path, freeze("disk\tfull\non  gpu-3"))
-    assert json.loads(reply)["result"]["reason"] == "disk full on gpu-3"
-    text = (short_tmp / "state" / "freeze.main").read_text()
-    assert text.splitlines()[1] == "disk full on gpu-3 (by unix:root)"
+def test_a_reason_is_flattened_to_one_line_and_kept(daemon: Daemon) -> None:
+    [reply] = exchange(daemon.socket, freeze("disk\tfull\non  gpu-3"))
+    try:
+        assert json.loads(reply)["result"]["reason"] == "disk full on gpu-3"
+        me = pwd.getpwuid(os.getuid()).pw_name
+        text = daemon.freeze_file.read_text()
+        assert text.splitlines()[1] == f"disk full on gpu-3 (by unix:{me})"
+    finally:
+        call_daemon(daemon.socket, "unfreeze", target="main")
