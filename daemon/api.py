@@ -28,7 +28,7 @@ from daemon.core.actuation import (
     SignalWindows,
 )
 from daemon.core.clock import Clock, SystemClock
-from daemon.core.envelopes import envelope_problem, pace_problem
+from daemon.core.envelopes import envelope_problem, envelope_problems, pace_problem
 from daemon.core.errors import (
     ActuationError,
     ActuationRefused,
@@ -99,6 +99,7 @@ __all__ = [
     "SystemClock",
     "VllmInstance",
     "envelope_problem",
+    "envelope_problems",
     "freeze_reason",
     "no_gates",
     "pace_problem",

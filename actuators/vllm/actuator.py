@@ -103,10 +103,16 @@ class VllmActuator:
     async def apply(
         self, instance: VllmInstance, request: ChangeRequest, *, dry_run: bool = False
     ) -> ActuationResult:
-        """Make the change, or say why not; journal it either way."""
+        """Make the change, or say why not; journal it either way.
+
+        A dry run asked for (``apply --dry-run``) runs every check, so that a person sees all
+        that refuses it at once; otherwise vLLM's parser and the probe of the server are
+        skipped once a check has refused the change.
+        """
         lock = self._locks.setdefault(instance.name, asyncio.Lock())
         async with lock:
-            return await self._apply(instance, request, dry_run or instance.mode == "dry-run")
+            dry = dry_run or instance.mode == "dry-run"
+            return await self._apply(instance, request, dry, all_checks=dry_run)
 
     async def reconcile(self, instance: VllmInstance) -> ActuationResult | None:
         """Finish or revert what a previous governor left open for ``instance``."""
@@ -116,7 +122,7 @@ class VllmActuator:
             return await reconcile(instance, self._journal, self._windows, self._clock, gate)
 
     async def _apply(
-        self, instance: VllmInstance, request: ChangeRequest, dry_run: bool
+        self, instance: VllmInstance, request: ChangeRequest, dry_run: bool, *, all_checks: bool
     ) -> ActuationResult:
         timer = PhaseTimer(self._clock)
         plan: ChangePlan | None = None
@@ -124,7 +130,9 @@ class VllmActuator:
             with timer.phase("plan"):
                 plan, registry = await self._plan(instance, request)
             with timer.phase("preflight"):
-                baseline_start = await self._preflight(instance, request, plan, registry)
+                baseline_start = await self._preflight(
+                    instance, request, plan, registry, all_checks=all_checks
+                )
         except (ActuationRefused, ChangeInFlight, ConfigWriteError) as exc:
             return self._refused(instance, request, plan, exc, timer)
         if dry_run:
@@ -186,8 +194,13 @@ class VllmActuator:
         request: ChangeRequest,
         plan: ChangePlan,
         registry: VersionRegistry,
+        *,
+        all_checks: bool = False,
     ) -> float | None:
         """Every check; the serving process's start time when all pass.
+
+        vLLM's parser and the probe run only while nothing has refused the change, unless
+        ``all_checks`` (a dry run asked for, which lists every refusal).
 
         Raises:
             ActuationRefused: with every refusal found.
@@ -213,16 +226,16 @@ class VllmActuator:
             now=now,
             restarted_at=restarted_at,
         )
-        if not refusals:
+        if all_checks or not refusals:
             config_text = plan.files[0].new_text
             if objection := await self._objection(config_text, self._clock, instance.python):
                 refusals.append(("vllm_parser", objection))
-        if not refusals:
+        if all_checks or not refusals:
             seen = await probe(instance.url, instance.scrape_timeout_s + 1.0)
             if not seen.ready:
                 why = f"{instance.name} is not serving ({seen.state}): its config is not known good"
                 refusals.append(("not_ready", why))
-            else:
+            elif not refusals:
                 return seen.process_start
         raise refuse(refusals)
 
@@ -236,6 +249,7 @@ class VllmActuator:
     ) -> ActuationResult:
         guard = error.guard if isinstance(error, ActuationRefused) else "in_flight"
         outcome = f"refused ({guard}): {error}"
+        refusals = error.refusals if isinstance(error, ActuationRefused) else ((guard, str(error)),)
         body = plan.as_json() if plan is not None else {"request": asdict(request)}
         self._journal.record(
             instance.name,
@@ -245,11 +259,17 @@ class VllmActuator:
             plan=body,
             timings=timer.timings,
         )
-        return _result(request, REFUSED, outcome, plan, timer)
+        return _result(request, REFUSED, outcome, plan, timer, refusals=refusals)
 
 
 def _result(
-    request: ChangeRequest, state: str, outcome: str, plan: ChangePlan | None, timer: PhaseTimer
+    request: ChangeRequest,
+    state: str,
+    outcome: str,
+    plan: ChangePlan | None,
+    timer: PhaseTimer,
+    *,
+    refusals: tuple[tuple[str, str], ...] = (),
 ) -> ActuationResult:
     return ActuationResult(
         target=request.target,
@@ -259,6 +279,7 @@ def _result(
         changes=dict(request.changes),
         timings=dict(timer.timings),
         plan=plan.as_json() if plan is not None else {},
+        refusals=refusals,
     )
 
 

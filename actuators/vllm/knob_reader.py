@@ -36,16 +36,27 @@ class KnobReader:
         cached = self._cache.get(instance.name)
         if cached is not None and cached[0] == stamp:
             return cached[1]
-        values = self._values(instance.config_path, instance.env_file)
+        values = self._values(instance.name, instance.config_path, instance.env_file)
         self._cache[instance.name] = (stamp, values)
         return values
 
-    def _values(self, config_path: Path, env_file: Path | None) -> Mapping[str, float]:
+    def _values(self, name: str, config_path: Path, env_file: Path | None) -> Mapping[str, float]:
+        path = config_path
         try:
             options = read_yaml_options(config_path.read_text(encoding="utf-8"), str(config_path))
+            path = env_file or config_path
             env = read_env(_text_or_empty(env_file))
         except (OSError, UnicodeDecodeError, ActuationRefused) as exc:
-            log.warning("cannot read a vLLM config file", extra={"error": str(exc)})
+            # The message names the file and why: on a terminal (``apply``) the log's extra
+            # fields are not shown.
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            log.warning(
+                "cannot read %s, a vLLM config file of %s (its knobs are unknown): %s",
+                path,
+                name,
+                reason,
+                extra={"instance": name, "file": str(path), "error": str(exc)},
+            )
             return {}
         values = {}
         for knob, flag in self._registry.knobs.items():

@@ -24,7 +24,7 @@ from daemon.api import (
     ActuationRefused,
     ChangeRequest,
     VllmInstance,
-    envelope_problem,
+    envelope_problems,
     pace_problem,
 )
 
@@ -61,8 +61,9 @@ def preflight(
         if old is None:
             refusals.append(("unknown_current_value", f"the current {knob} is not known"))
             continue
-        if (problem := envelope_problem(knob, envelope, old, new)) != "":
-            refusals.append(("envelope", problem))
+        refusals.extend(
+            ("envelope", problem) for problem in envelope_problems(knob, envelope, old, new)
+        )
         seen = request.current.get(knob)
         if seen is not None and seen != old:
             why = f"{knob} is {old:g} on disk, not {seen:g} as when the policy decided"
@@ -143,6 +144,6 @@ def _drain_fits(instance: VllmInstance, plan: ChangePlan) -> list[Refusal]:
 
 
 def refuse(refusals: list[Refusal]) -> ActuationRefused:
-    """One error for every refusal; its guard is the first one's."""
+    """One error for every refusal (each in its ``refusals``); its guard is the first one's."""
     message = "; ".join(why for _, why in refusals)
-    return ActuationRefused(message, refusals[0][0])
+    return ActuationRefused(message, refusals[0][0], refusals)

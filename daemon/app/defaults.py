@@ -14,3 +14,6 @@ EXIT_FAILURE = 1
 EXIT_USAGE = 2
 EXIT_CONFIG = 78
 EXIT_DEADLINE = 70
+# A change, click or plan the governor refused: a failure for scripts, which must not go on as
+# if it had been accepted.
+EXIT_REFUSED = EXIT_FAILURE

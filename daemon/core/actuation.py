@@ -105,6 +105,7 @@ class ActuationResult:
         timings: Seconds spent in each phase.
         plan: The plan, as journaled (for dry runs and ``apply --dry-run``).
         quarantine: Whether the policy should be quarantined (its change had to be reverted).
+        refusals: When refused: every check that refused it, as (guard, why).
     """
 
     target: str
@@ -116,6 +117,7 @@ class ActuationResult:
     timings: Mapping[str, float] = field(default_factory=dict)
     plan: Mapping[str, Any] = field(default_factory=dict)
     quarantine: bool = False
+    refusals: tuple[tuple[str, str], ...] = ()
 
 
 class ActuationJournal(Protocol):

@@ -19,19 +19,38 @@ HOUR_S = 3600.0
 
 
 def envelope_problem(knob: str, envelope: Envelope | None, current: float, new: float) -> str:
-    """Why moving ``knob`` from ``current`` to ``new`` breaks its envelope; "" when it does not."""
+    """Why moving ``knob`` from ``current`` to ``new`` breaks its envelope; "" when it does not.
+
+    The first of :func:`envelope_problems`.
+    """
+    problems = envelope_problems(knob, envelope, current, new)
+    return problems[0] if problems else ""
+
+
+def envelope_problems(
+    knob: str, envelope: Envelope | None, current: float, new: float
+) -> list[str]:
+    """Every rule of its envelope that moving ``knob`` from ``current`` to ``new`` breaks.
+
+    One sentence per rule (whole numbers, the range, the step), so that a person fixing the
+    change sees all of them at once.
+    """
     if envelope is None:
-        return f"{knob} has no envelope in config.toml: the governor never changes it"
+        return [f"{knob} has no envelope in config.toml: the governor never changes it"]
     if not math.isfinite(new):
-        return f"{knob}: {new!r} is not a number"
+        return [f"{knob}: {new!r} is not a number"]
+    problems = []
     if KNOBS[knob].kind is not float and new != math.floor(new):
-        return f"{knob} takes whole numbers, not {new:g}"
+        problems.append(f"{knob} takes whole numbers, not {new:g}")
     if not envelope.min <= new <= envelope.max:
-        return f"{knob}={new:g} is outside its envelope [{envelope.min:g}, {envelope.max:g}]"
+        problems.append(
+            f"{knob}={new:g} is outside its envelope [{envelope.min:g}, {envelope.max:g}]"
+        )
     # A hair of tolerance: the planner computes steps in floating point.
     if abs(new - current) > envelope.max_step * (1 + 1e-9):
-        return f"{knob}: a step of {abs(new - current):g} exceeds max_step {envelope.max_step:g}"
-    return ""
+        step = abs(new - current)
+        problems.append(f"{knob}: a step of {step:g} exceeds max_step {envelope.max_step:g}")
+    return problems
 
 
 def pace_problem(

@@ -33,6 +33,7 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,12 +126,15 @@ class ActuationRefused(ActuationError):
     """Planning or preflight refused the change before anything was touched.
 
     ``guard`` names the rule that refused it (``envelope``, ``frozen``, ``registry``...), for
-    records and metrics; the message says why, for people.
+    records and metrics; the message says why, for people. ``refusals`` are every rule that
+    refused it, as (guard, why), the first one's first; one, the guard and the message, unless
+    given.
     """
 
-    def __init__(self, message: str, guard: str) -> None:
+    def __init__(self, message: str, guard: str, refusals: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(message)
         self.guard = guard
+        self.refusals: tuple[tuple[str, str], ...] = tuple(refusals) or ((guard, message),)
 
 
 class ChangeInFlight(ActuationError):

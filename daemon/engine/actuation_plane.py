@@ -171,12 +171,13 @@ class ActuationPlane:
         answers: list[dict[str, Any]] = []
         for decision in decisions:
             if decision.kind is not DecisionKind.INTENT:
-                reason = decision.details.get("reason", "")
+                reason = str(decision.details.get("reason", ""))
                 answers.append(
                     {
                         "target": decision.target,
                         "state": "blocked",
                         "outcome": f"{decision.guard}: {reason}",
+                        "refusals": [[decision.guard, reason]],
                         "plan": {},
                     }
                 )
@@ -186,9 +187,16 @@ class ActuationPlane:
                 [decision], instances, {}, actuated=self.actuator is not None, live=live
             )
             if routing.blocked:
-                reason = routing.blocked[0].details["reason"]
+                blocked = routing.blocked[0]
+                reason = blocked.details["reason"]
                 answers.append(
-                    {"target": decision.target, "state": "blocked", "outcome": reason, "plan": {}}
+                    {
+                        "target": decision.target,
+                        "state": "blocked",
+                        "outcome": reason,
+                        "refusals": [[blocked.guard, reason]],
+                        "plan": {},
+                    }
                 )
                 continue
             if self.live is not None and decision.target in self.live.by_name():
@@ -203,6 +211,7 @@ class ActuationPlane:
                     "target": result.target,
                     "state": result.state,
                     "outcome": result.outcome,
+                    "refusals": [list(refusal) for refusal in result.refusals],
                     "risk": decision.intent.risk if decision.intent else "",
                     "plan": dict(result.plan),
                 }

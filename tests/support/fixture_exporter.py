@@ -26,6 +26,7 @@ class Script:
     version: bytes = b'{"version": "0.33.0"}'
     delay_s: float = 0.0
     health_delay_s: float = 0.0
+    models_status: int = 404  # /v1/models: 404 (not serving yet) unless a test says otherwise
     requests: list[tuple[str, str | None]] = field(default_factory=list)
 
 
@@ -57,6 +58,7 @@ class FixtureExporter:
                     "/metrics": (script.metrics_status, script.metrics),
                     "/health": (script.health_status, b""),
                     "/version": (200, script.version),
+                    "/v1/models": (script.models_status, b'{"object": "list", "data": []}'),
                 }.get(self.path, (404, b"not found"))
                 self.send_response(status)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")

@@ -49,6 +49,7 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "SystemClock",
         "VllmInstance",
         "envelope_problem",
+        "envelope_problems",
         "freeze_reason",
         "no_gates",
         "pace_problem",

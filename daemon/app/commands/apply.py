@@ -8,7 +8,9 @@ Two ways to name the change:
 * ``--instance NAME --set KNOB=VALUE`` plans a change given by hand, here, from the files
   (budgets and dwell times, which live in the daemon's journal, are the daemon's to check).
 
-Changes themselves are made by the daemon, from policies; this command only shows them.
+Changes themselves are made by the daemon, from policies; this command only shows them. A
+refused change lists every check that refused it, one sentence each, and the command exits 1
+(``EXIT_REFUSED``), so that a script never takes a refusal for a plan.
 """
 
 from __future__ import annotations
@@ -23,7 +25,14 @@ from typing import Any
 
 from daemon.app.commands.status import socket_of
 from daemon.app.control_client import call_daemon
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from daemon.app.defaults import (
+    DEFAULT_CONFIG,
+    EXIT_CONFIG,
+    EXIT_FAILURE,
+    EXIT_OK,
+    EXIT_REFUSED,
+    EXIT_USAGE,
+)
 from daemon.core.errors import ConfigError, ControlError
 
 
@@ -33,7 +42,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "apply",
         help="show what a change would write and restart (--dry-run)",
         description="Plan a change of a vLLM server and show the file diffs and the restart "
-        "command, with every preflight check, without touching anything.",
+        "command, with every preflight check, without touching anything. Exits 0 when every "
+        "change would go ahead, 1 when one is refused (each failed check is listed) or the "
+        "daemon cannot be asked, 2 on a usage error, 78 when the configuration is broken.",
     )
     parser.add_argument("--dry-run", action="store_true", help="plan only (required)")
     parser.add_argument("--policy", help="what this policy would change now (asks the daemon)")
@@ -71,7 +82,7 @@ def main(args: argparse.Namespace) -> int:
         print(json.dumps(plans, indent=2))
     else:
         _print(plans)
-    return EXIT_OK
+    return EXIT_REFUSED if any(map(_refused, plans)) else EXIT_OK
 
 
 def _from_daemon(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -119,7 +130,7 @@ def _by_hand(args: argparse.Namespace) -> list[dict[str, Any]]:
     journal.close()
     return [
         {"target": result.target, "state": result.state, "outcome": result.outcome,
-         "plan": dict(result.plan)}
+         "refusals": [list(refusal) for refusal in result.refusals], "plan": dict(result.plan)}
     ]  # fmt: skip
 
 
@@ -135,6 +146,20 @@ def _assignment(text: str) -> tuple[str, float]:
     return knob.strip(), number
 
 
+DRY_RUN = "dry_run"  # the actuator's state of a plan that would go ahead
+
+
+def _refused(answer: dict[str, Any]) -> bool:
+    """Whether a change would not go ahead: refused by the actuator or blocked by a guard.
+
+    A policy blocked by ``no_change`` (its knob is already where it wants it) has nothing to
+    change, which is no refusal.
+    """
+    if answer["state"] != "blocked":
+        return bool(answer["state"] == "refused")
+    return [guard for guard, _ in answer.get("refusals") or []] != ["no_change"]
+
+
 class _NoSignals:
     """A dry run verifies nothing: no signal windows are needed."""
 
@@ -147,6 +172,21 @@ def _print(plans: list[dict[str, Any]]) -> None:
     from actuators.vllm.plan import render_plan
 
     for answer in plans:
-        print(f"{answer['target']}: {answer['state']}: {answer['outcome']}")
+        print("\n".join(verdict(answer)))
         if answer.get("plan", {}).get("files"):
             print(render_plan(answer["plan"]))
+
+
+def verdict(answer: dict[str, Any]) -> list[str]:
+    """What came of one plan: the dry run's sentence, or every check that refused it."""
+    target, refusals = answer["target"], answer.get("refusals") or []
+    if answer["state"] == DRY_RUN:
+        return [f"{target}: {answer['outcome']}"]  # "dry run: would write ... and run ..."
+    if not _refused(answer) or not refusals:  # nothing to change, or one sentence to say it
+        state, outcome = answer["state"], answer["outcome"]
+        said = outcome.startswith(state.replace("_", " "))  # "refused (frozen): ..."
+        return [f"{target}: {outcome}" if said else f"{target}: {state}: {outcome}"]
+    checks = "1 check" if len(refusals) == 1 else f"{len(refusals)} checks"
+    lines = [f"{target}: refused by {checks}; nothing would be changed"]
+    lines.extend(f"  {guard}: {why}" for guard, why in refusals)
+    return lines

@@ -16,10 +16,8 @@ from typing import Any
 
 from daemon.app.commands.status import socket_of
 from daemon.app.control_client import answer_or_say_why
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_REFUSED
 
-# A refused click is a failure for scripts: they must not go on as if it had been approved.
-EXIT_REFUSED = EXIT_FAILURE
 UNKNOWN = "unknown"  # the state the daemon answers for an id it does not know
 
 

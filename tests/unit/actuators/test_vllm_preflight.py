@@ -9,7 +9,7 @@ import pytest
 from actuators.vllm.atomic_files import FileSnapshot
 from actuators.vllm.freezes import freeze_reason
 from actuators.vllm.plan import make_plan, render_plan
-from actuators.vllm.preflight import preflight
+from actuators.vllm.preflight import preflight, refuse
 from actuators.vllm.registry import V0_33
 from daemon.api import ActuationRefused, ChangeRequest, Envelope, VllmInstance
 
@@ -84,6 +84,23 @@ def test_each_rule_refuses_before_anything_is_touched(kwargs: dict[str, Any], gu
     arguments.update(kwargs)
     found = refusals(**arguments)
     assert guard in [g for g, _ in found], found
+
+
+def test_every_rule_a_change_breaks_is_a_refusal_of_its_own() -> None:
+    # 1000 from 256: above the envelope's max (512), a step of 744 (max_step 128), and more
+    # sequences than the step's token budget (128): three rules, three sentences.
+    yaml_text = "max-num-seqs: 256\nmax-num-batched-tokens: 128\n"
+    found = refusals({"max_num_seqs": 1000}, {"max_num_seqs": 256}, yaml_text)
+    assert found == [
+        (
+            "registry",
+            "max_num_batched_tokens (128) must be >= max_num_seqs (1000): vLLM would not start",
+        ),
+        ("envelope", "max_num_seqs=1000 is outside its envelope [32, 512]"),
+        ("envelope", "max_num_seqs: a step of 744 exceeds max_step 128"),
+    ]
+    refused = refuse(found)
+    assert (refused.guard, refused.refusals) == ("registry", tuple(found))
 
 
 def test_a_knob_the_version_lacks_cannot_even_be_planned() -> None:
