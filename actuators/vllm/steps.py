@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -57,7 +57,7 @@ BEFORE_RESTART = (PLANNED, WRITTEN, DRAINED)
 GATE_HELD = "gate_held"  # the journal fact of a gate drained for a restart, until it admits again
 GATE_POLL_S = 0.25
 OPERATOR_STATES = ("DRAIN", "MAINT")  # HAProxy's status of a server out of rotation by command
-ADMIT_TRIES = 3
+GATE_TRIES = 3
 AFTER_RESTART = (RESTARTING, RESTARTED, READY, VERIFYING)
 HOLD_HOOK = "VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP"
 
@@ -154,24 +154,27 @@ class ChangeSteps:
     async def hold_gate(self) -> str | None:
         """Stop the gate admitting and wait for the requests inside; None without a gate.
 
-        A gate that cannot be reached is not a reason to keep a server on a config about to
-        be replaced: the restart goes on, and vLLM's own drain is all there is.
+        Each command is tried a few times (a busy HAProxy may miss one exchange's bound). A
+        gate that still cannot be reached is not a reason to keep a server on a config about
+        to be replaced: the restart goes on, and vLLM's own drain is all there is.
         """
         if self.gate is None:
             return None
-        where = self.gate.where
+        gate = self.gate
+        where = gate.where
         if self.facts.get(GATE_HELD):
             return f"gate {where} still drained by this change"
-        try:
-            before = await self.gate.status()
-            if before.startswith(OPERATOR_STATES):
-                # Someone put the server out of rotation on purpose: neither drain nor, after
-                # the restart, lift what is theirs to lift.
-                return f"gate {where} already {before}: left as it is"
-            await self.mark_facts(**{GATE_HELD: where})
-            status = await self.gate.hold()
-        except GovernorError as exc:
-            return f"the gate {where} could not be drained ({exc})"
+        before, error = await _tried(gate.status)
+        if before is None:
+            return f"the gate {where} could not be read, so not drained ({error})"
+        if before.startswith(OPERATOR_STATES):
+            # Someone put the server out of rotation on purpose: neither drain nor, after the
+            # restart, lift what is theirs to lift.
+            return f"gate {where} already {before}: left as it is"
+        await self.mark_facts(**{GATE_HELD: where})
+        status, error = await _tried(gate.hold)
+        if status is None:
+            return f"the gate {where} could not be drained ({error})"
         left, waited = await self._wait_for_requests_inside()
         inside = "unknown" if left is None else str(left)
         return (
@@ -188,18 +191,12 @@ class ChangeSteps:
         held = self.facts.get(GATE_HELD)
         if self.gate is None or not held:
             return None
-        error = ""
-        for attempt in range(ADMIT_TRIES):
-            try:
-                status = await self.gate.admit()
-            except GovernorError as exc:
-                error = str(exc)
-                await asyncio.sleep(GATE_POLL_S * 2**attempt)
-                continue
-            await self.mark_facts(**{GATE_HELD: None}, gate_admitted=status)
-            return f"gate {held} admits again ({status})"
-        await self.mark_facts(gate_admit_error=error)
-        return f"the gate {held} could not be set to admit again: {error}"
+        status, error = await _tried(self.gate.admit)
+        if status is None:
+            await self.mark_facts(gate_admit_error=error)
+            return f"the gate {held} could not be set to admit again: {error}"
+        await self.mark_facts(**{GATE_HELD: None}, gate_admitted=status)
+        return f"gate {held} admits again ({status})"
 
     async def mark_facts(self, **facts: Any) -> None:
         """Journal facts without a new step (durably)."""
@@ -274,6 +271,19 @@ class ChangeSteps:
         """Watch the window and compare it with the baseline journaled at planning time."""
         baseline = self.facts.get("baseline") or {}
         return await verify(self.instance, self.windows, self.clock, baseline, process_start)
+
+
+async def _tried(call: Callable[[], Awaitable[str]]) -> tuple[str | None, str]:
+    """``call()``'s answer, tried up to GATE_TRIES times; or None and the last error."""
+    error = ""
+    for attempt in range(GATE_TRIES):
+        try:
+            return await call(), ""
+        except GovernorError as exc:
+            error = str(exc)
+            if attempt + 1 < GATE_TRIES:
+                await asyncio.sleep(GATE_POLL_S * 2**attempt)
+    return None, error
 
 
 async def hold_if_asked(step: str) -> None:

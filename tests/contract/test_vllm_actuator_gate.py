@@ -10,9 +10,6 @@ reference config in front of it, clients through HAProxy, and the engine's journ
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -24,9 +21,8 @@ from daemon.engine.haproxy_gate import gate_of
 from daemon.engine.journal_store import SqliteJournal
 from tests.contract.test_vllm_actuator import FORWARD, instance_of, steps_of
 from tests.support.completions_load import Load
-from tests.support.haproxy import BACKEND, SERVER, Haproxy, render_reference_config
+from tests.support.haproxy import BACKEND, SERVER, Haproxy, StatusWatch, gate_in_front
 from tests.support.live_windows import live_windows
-from tests.support.services import free_port, require_command
 from tests.support.supervised_sim import SupervisedSim, supervised_sim
 
 pytestmark = [
@@ -37,23 +33,6 @@ pytestmark = [
 ]
 
 DRAINING_CONFIG = "max-num-seqs: 8\nshutdown-timeout: 10\n"
-
-
-@contextmanager
-def gate_in_front(directory: Path, sim: SupervisedSim) -> Iterator[tuple[Haproxy, int]]:
-    """HAProxy on the reference config in front of the sim; its frontend port."""
-    socket_path = directory / "haproxy.sock"
-    port = free_port()
-    config = render_reference_config(
-        frontend_port=port,
-        server_port=sim.port,
-        stats_socket=socket_path,
-        maxconn=8,
-        queue_timeout="30s",
-        check_inter="200ms",
-    )
-    with Haproxy(require_command("haproxy"), directory, config, socket_path) as haproxy:
-        yield haproxy, port
 
 
 def gated(sim: SupervisedSim, haproxy: Haproxy) -> VllmInstance:
@@ -68,42 +47,18 @@ def gated(sim: SupervisedSim, haproxy: Haproxy) -> VllmInstance:
     return instance_of(sim, gate=settings, verify_max_ttft_p95_ratio=1000.0)
 
 
-class StatusWatch:
-    """Every status HAProxy shows for the server, polled in a thread while a change runs."""
-
-    def __init__(self, haproxy: Haproxy) -> None:
-        self._haproxy = haproxy
-        self.seen: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._poll, daemon=True)
-
-    def _poll(self) -> None:
-        while not self._stop.wait(0.05):
-            status = self._haproxy.stat(BACKEND, SERVER)["status"]
-            if not self.seen or self.seen[-1] != status:
-                self.seen.append(status)
-
-    def __enter__(self) -> StatusWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-
 async def test_the_gate_drains_before_the_restart_and_admits_once_the_new_server_serves(
     short_tmp: Path,
 ) -> None:
     with (
         supervised_sim(short_tmp, DRAINING_CONFIG) as sim,
-        gate_in_front(short_tmp, sim) as (haproxy, port),
+        gate_in_front(short_tmp, sim.port) as (haproxy, port),
     ):
         instance = gated(sim, haproxy)
         journal = SqliteJournal(short_tmp / "state.sqlite3", SystemClock())
         # Long requests are inside when the gate drains; short ones keep arriving and meet it.
-        inside = Load(port, clients=4, requests_per_client=2, max_tokens=400)
-        arriving = Load(port, clients=2, requests_per_client=2000, max_tokens=4)
+        inside = Load(port, clients=4, requests_per_client=2, max_tokens=400, retry_after=True)
+        arriving = Load(port, clients=2, requests_per_client=2000, max_tokens=4, retry_after=True)
         async with live_windows(instance) as windows:
             actuator = VllmActuator(journal, windows, SystemClock(), short_tmp, gate_of)
             with inside, arriving, StatusWatch(haproxy) as watch:
@@ -141,7 +96,7 @@ async def test_a_server_an_operator_drained_stays_drained_through_a_restart(
 ) -> None:
     with (
         supervised_sim(short_tmp, "max-num-seqs: 8\n") as sim,
-        gate_in_front(short_tmp, sim) as (haproxy, _port),
+        gate_in_front(short_tmp, sim.port) as (haproxy, _port),
     ):
         haproxy.command(f"set server {BACKEND}/{SERVER} state drain")
         instance = gated(sim, haproxy)

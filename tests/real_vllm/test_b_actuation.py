@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +18,20 @@ from actuators.vllm.actuator import VllmActuator
 from actuators.vllm.config_text import read_yaml_options
 from actuators.vllm.registry import V0_32, VersionRegistry
 from daemon.api import DONE, REVERTED, ChangeRequest, Envelope, SystemClock, VllmInstance
+from daemon.core.gate_settings import GateSettings
+from daemon.engine.haproxy_gate import gate_of
 from daemon.engine.journal_store import SqliteJournal
 from tests.support.completions_load import Outcome
+from tests.support.haproxy import BACKEND, SERVER, StatusWatch, gate_in_front
 from tests.support.live_windows import live_windows
 from tests.support.real_vllm import HARD_STOP_S, READY_S, RealVllm
 
-pytestmark = [pytest.mark.real_vllm, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.real_vllm,
+    pytest.mark.service("haproxy"),
+    pytest.mark.slow,
+    pytest.mark.timeout(900),
+]
 
 FORWARD = ["planned", "written", "drained", "restarting", "restarted", "ready", "verifying"]
 OPEN = Envelope(min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20)
@@ -111,6 +120,60 @@ async def test_max_num_seqs_16_to_8_is_drained_restarted_and_read_back(
     assert 0 <= refused_counted <= refused_seen, (refused_counted, refused_seen)
     assert all(outcome.ok for outcome in long.outcomes() if outcome.status != 500)
     journal.close()
+
+
+@pytest.mark.asyncio
+async def test_behind_a_gate_no_request_meets_the_draining_server(
+    server: RealVllm, short_tmp: Path
+) -> None:
+    with gate_in_front(short_tmp, server.port) as (haproxy, port):
+        # Two cores serving vLLM, its clients and HAProxy: an exchange may take over a second.
+        gate = GateSettings(
+            enabled=True,
+            stats_socket=str(haproxy.stats_socket),
+            interval_s=2.0,
+            timeout_s=2.0,
+            stale_after_s=10.0,
+            drain_timeout_s=60.0,
+        )
+        # vLLM's parser preflight (its own test is in test_a_parser_and_flags) imports torch:
+        # under this load on two cores that takes minutes, and this test is about the drain.
+        instance = instance_of(server).model_copy(update={"gate": gate, "python": None})
+        before = int(knob(server, "max-num-seqs"))
+        wanted = 8 if before != 8 else 16
+        spawns = server.spawns()
+        journal = SqliteJournal(short_tmp / "state.sqlite3", SystemClock())
+        # Long requests are inside when the gate drains; short ones keep arriving until the
+        # change is over (the parser preflight alone takes longer than 400 of them).
+        long = server.load(clients=4, requests_per_client=100, max_tokens=300, port=port)
+        short = server.load(clients=2, requests_per_client=100_000, max_tokens=8, port=port)
+        async with live_windows(instance) as windows:
+            actuator = VllmActuator(journal, windows, SystemClock(), short_tmp, gate_of)
+            with long, short, StatusWatch(haproxy) as watch:
+                request = ChangeRequest(
+                    "real", "test", {"max_num_seqs": wanted}, {"max_num_seqs": before}, reason="t"
+                )
+                result = await actuator.apply(instance, request)
+                long.stop()
+                short.stop()
+        assert result.state == DONE, result.outcome
+        print("phases (s):", result.timings)  # shown with the test output when it fails
+        assert server.spawns() == spawns + 1, "one restart"
+        assert stated(server)["max_num_seqs"] == wanted
+        assert "DRAIN" in watch.seen, (watch.seen, result.outcome)
+        assert haproxy.stat(BACKEND, SERVER)["status"] == "UP"
+        assert result.entry_id is not None
+        entry = journal.entry(result.entry_id)
+        assert entry is not None
+        # The draining server refused nothing; the clients met the gate's 503 instead of its 500.
+        assert entry.facts["restart"]["refused_in_drain"] == 0, entry.facts["restart"]
+        outcomes: list[Outcome] = long.outcomes() + short.outcomes()
+        assert all(outcome.ok or outcome.status == 503 for outcome in outcomes), [
+            outcome for outcome in outcomes if not outcome.ok and outcome.status != 503
+        ]
+        statuses = Counter(outcome.status for outcome in outcomes)
+        assert statuses[503] > 0, (statuses, watch.seen, entry.facts["drain"])
+        journal.close()
 
 
 @pytest.mark.asyncio

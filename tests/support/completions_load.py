@@ -101,8 +101,12 @@ class Load:
         max_tokens: int,
         stream: bool = False,
         extra: Mapping[str, Any] | None = None,
+        retry_after: bool = False,
     ) -> None:
         self.port = port
+        # A polite client waits as long as a refusal's Retry-After says (a gate's 503) before
+        # its next request, instead of spinning on refusals and starving the machine.
+        self.retry_after = retry_after
         self.extra = extra
         self._stopped = threading.Event()
         self.clients = clients
@@ -119,7 +123,11 @@ class Load:
         for _ in range(self.requests_per_client):
             if self._stopped.is_set():
                 break
-            outcomes.append(complete(self.port, self.max_tokens, stream=stream, extra=self.extra))
+            outcome = complete(self.port, self.max_tokens, stream=stream, extra=self.extra)
+            outcomes.append(outcome)
+            wait = dict(outcome.headers).get("retry-after", "")
+            if self.retry_after and wait.isdigit():
+                self._stopped.wait(min(float(wait), 5.0))
         return outcomes
 
     def stop(self) -> None:

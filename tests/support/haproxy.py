@@ -17,10 +17,15 @@ from __future__ import annotations
 import re
 import socket
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Self
+
+from tests.support.services import free_port, require_command
 
 REFERENCE_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "haproxy" / "haproxy.cfg"
 START_TIMEOUT_S = 15.0
@@ -161,3 +166,48 @@ class Haproxy:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+@contextmanager
+def gate_in_front(directory: Path, server_port: int) -> Iterator[tuple[Haproxy, int]]:
+    """HAProxy on the reference config in front of ``server_port``; and its frontend port.
+
+    A queue timeout long enough for a slow machine, and health checks every 200 ms, so the
+    gate sees a restarted server up within a second.
+    """
+    socket_path = directory / "haproxy.sock"
+    port = free_port()
+    config = render_reference_config(
+        frontend_port=port,
+        server_port=server_port,
+        stats_socket=socket_path,
+        maxconn=8,
+        queue_timeout="30s",
+        check_inter="200ms",
+    )
+    with Haproxy(require_command("haproxy"), directory, config, socket_path) as haproxy:
+        yield haproxy, port
+
+
+class StatusWatch:
+    """Every status HAProxy shows for the server, polled in a thread while a change runs."""
+
+    def __init__(self, haproxy: Haproxy) -> None:
+        self._haproxy = haproxy
+        self.seen: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.05):
+            status = self._haproxy.stat(BACKEND, SERVER)["status"]
+            if not self.seen or self.seen[-1] != status:
+                self.seen.append(status)
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)

@@ -59,14 +59,20 @@ class RealVllm(Supervised):
     env_file: Path
     python: Path
 
-    def load(self, clients: int, requests_per_client: int, max_tokens: int) -> Load:
-        """A closed-loop load of exact-length completions."""
+    def load(
+        self, clients: int, requests_per_client: int, max_tokens: int, *, port: int | None = None
+    ) -> Load:
+        """A closed-loop load of exact-length completions (through ``port``, e.g. a gate).
+
+        Its clients wait as a refusal's Retry-After asks.
+        """
         return Load(
-            self.port,
+            self.port if port is None else port,
             clients=clients,
             requests_per_client=requests_per_client,
             max_tokens=max_tokens,
             extra=EXACT,
+            retry_after=True,
         )
 
 
