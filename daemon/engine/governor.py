@@ -21,6 +21,7 @@ from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
+from daemon.core.freezes import freeze_reason
 from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
@@ -33,7 +34,12 @@ from daemon.engine.approvals_plane import ApprovalsPlane
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.log_level_plane import LogLevelFactory
 from daemon.engine.notifiers import MqttNotifier, Notifications, SlackNotifier
-from daemon.engine.own_metrics import OwnMetrics, create_own_metrics, serve_metrics
+from daemon.engine.own_metrics import (
+    OwnMetrics,
+    StateReading,
+    create_own_metrics,
+    serve_metrics,
+)
 from daemon.engine.policy_plane import STATE_FILE, PolicyPlane
 from daemon.engine.service_manager import ServiceManager
 from daemon.engine.signal_plane import SignalPlane
@@ -236,7 +242,22 @@ class Governor:
 
     async def _serve_metrics(self, readiness: Readiness) -> None:
         section = self._loaded.config.metrics
-        await serve_metrics(self._metrics, section.listen_host, section.listen_port, readiness)
+        await serve_metrics(
+            self._metrics, section.listen_host, section.listen_port, readiness, self._state_now
+        )
+
+    def _state_now(self) -> StateReading:
+        """Quarantines, freezes, pending proposals and the last reload, for the metrics."""
+        config = self._loaded.config
+        targets = tuple(config.target_names())
+        now = self._clock.wall()
+        return StateReading(
+            targets=targets,
+            quarantined=tuple(target for _, target in self._actuation.journal.quarantined()),
+            frozen=tuple(t for t in targets if freeze_reason(config.governor.state_dir, t, now)),
+            pending=tuple(s.record.proposal.instance for s in self._approvals.store.pending()),
+            reload_ok=not self._last_reload_error,
+        )
 
     async def _ping_watchdog(self, readiness: Readiness) -> None:
         interval = self._manager.watchdog_interval()
