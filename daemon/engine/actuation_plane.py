@@ -33,10 +33,10 @@ from daemon.core.actuation import (
 from daemon.core.clock import Clock
 from daemon.core.gate_drain import GateLookup
 from daemon.core.settings import GovernorConfig, VllmInstance
-from daemon.engine.gate import request_of, route
 from daemon.engine.haproxy_gate import gate_of
 from daemon.engine.journal_store import SqliteJournal
 from daemon.engine.log_level_plane import LogLevelFactory, LogLevelPlane
+from daemon.engine.routing import request_of, route
 from daemon.engine.signal_plane import SignalPlane
 from daemon.engine.signal_windows import StoreSignalWindows
 from daemon.engine.supervisor import EternalTask, Readiness
@@ -63,7 +63,14 @@ class ActuationPlane:
         *,
         factory: ActuatorFactory | None,
         log_level_factory: LogLevelFactory | None = None,
+        on_applied: Callable[[ActuationResult], None],
+        record: Callable[[Sequence[Decision]], None],
     ) -> None:
+        """The journal at ``state_path`` and the actuators the factories build.
+
+        ``on_applied`` hears every change that restarted a server (the knobs' histories);
+        ``record`` takes decisions made here (the alert of a revert) for the decision log.
+        """
         self._config = config
         self._clock = clock
         self.journal = SqliteJournal(state_path, clock)
@@ -81,17 +88,8 @@ class ActuationPlane:
             ["target", "state"],
             registry=registry,
         )
-        self._proposals = Counter(
-            "vllm_governor_proposals",
-            "Changes proposed for approval.",
-            ["target"],
-            registry=registry,
-        )
-        self.on_applied: Callable[[ActuationResult], None] = lambda _result: None
-        self.record: Callable[[Sequence[Decision]], None] = lambda _decisions: None
-        # The approvals plane takes approval-risk intents, and lists its pending proposals.
-        self.propose: Callable[[Decision], None] = lambda _decision: None
-        self.pending_proposals: Callable[[], list[dict[str, Any]]] = list
+        self._on_applied = on_applied
+        self._record = record
         # Live log levels of other services, on the same journal, reported like vLLM changes.
         self.live = (
             None
@@ -126,28 +124,9 @@ class ActuationPlane:
             if instance.config_path is not None
         } | live
 
-    def submit(self, accepted: Sequence[Decision]) -> list[Decision]:
-        """Route accepted intents; returns the decisions to record for the ones blocked here."""
-        if not accepted:
-            return []
-        instances = {instance.name: instance for instance in self._config().vllm}
-        routing = route(
-            accepted,
-            instances,
-            self.journal.quarantined(),
-            actuated=self.actuator is not None,
-            live=None if self.live is None else self.live.by_name(),
-        )
-        if self.live is not None:
-            for target, live_request in routing.live:
-                self.live.submit(target, live_request)
-        decisions = {(d.policy, d.target): d for d in accepted}
-        for request in routing.proposals:
-            self._proposals.labels(target=request.target).inc()
-            self.propose(decisions[(request.policy, request.target)])
-        for instance, request in routing.auto:
-            self._queue.put_nowait((instance, request, None))
-        return routing.blocked
+    def enqueue(self, instance: VllmInstance, request: ChangeRequest) -> None:
+        """Queue an automatic change for the runner (its outcome is reported, not awaited)."""
+        self._queue.put_nowait((instance, request, None))
 
     async def apply_approved(
         self, instance: VllmInstance, request: ChangeRequest
@@ -219,7 +198,7 @@ class ActuationPlane:
         return answers
 
     def status(self) -> dict[str, Any]:
-        """Recent changes, quarantined policies and pending proposals, for ``status``."""
+        """Recent changes and quarantined policies, for ``status``."""
         return {
             "actuations": [
                 {
@@ -237,7 +216,6 @@ class ActuationPlane:
                 {"policy": policy, "target": target, "reason": reason}
                 for (policy, target), reason in self.journal.quarantined().items()
             ],
-            "proposals": self.pending_proposals(),
         }
 
     async def _run(self, readiness: Readiness) -> None:
@@ -303,7 +281,7 @@ class ActuationPlane:
             },
         )
         if result.state in APPLIED_STATES:
-            self.on_applied(result)
+            self._on_applied(result)
         if result.quarantine:
             self.journal.quarantine(result.policy, result.target, result.outcome, result.entry_id)
             log.error(
@@ -318,4 +296,4 @@ class ActuationPlane:
                 evidence=Evidence("verification", {}, note=result.outcome),
                 details={"actuation": result.entry_id, "state": result.state, "quarantined": True},
             )
-            self.record([alert])
+            self._record([alert])

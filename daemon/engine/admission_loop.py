@@ -306,6 +306,7 @@ def admission_loop(
     *,
     config: Callable[[], GovernorConfig],
     policies: PolicyPlane,
+    states: Callable[[], Mapping[StateKey, PolicyState]],
     signals: SignalPlane,
     actuation: ActuationPlane,
     clock: Clock,
@@ -326,7 +327,7 @@ def admission_loop(
     loop = AdmissionLoop(
         config=config,
         specs=lambda: policies.policies.specs,
-        states=lambda: policies.evaluator.states,
+        states=states,
         rows=lambda window_s: signals.rows(window_s=window_s),
         knobs=actuation.knobs,
         gates=gates,

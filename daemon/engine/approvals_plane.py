@@ -21,7 +21,7 @@ import asyncio
 import logging
 import socket
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,6 +47,7 @@ from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation_plane import ActuationPlane
+from daemon.engine.approval_desk import ClickAnswer
 from daemon.engine.approval_json import proposal_json
 from daemon.engine.approval_recheck import Lens
 from daemon.engine.approval_runner import ApprovedChangesRunner
@@ -62,25 +63,6 @@ log = logging.getLogger(__name__)
 
 DECIDED_LISTED = 20
 MAX_FREEZE_S = 7 * 86400.0
-
-
-@dataclass(frozen=True, slots=True)
-class ClickAnswer:
-    """What a click did, for the clicker (the control socket's ``approve``/``reject`` reply)."""
-
-    id: str
-    state: str
-    accepted: bool
-    reason: str
-
-    def as_json(self) -> dict[str, Any]:
-        """The control socket's reply."""
-        return {
-            "id": self.id,
-            "state": self.state,
-            "accepted": self.accepted,
-            "reason": self.reason,
-        }
 
 
 def rules_of(section: ApprovalsSection) -> ApprovalRules:
@@ -114,15 +96,17 @@ class ApprovalsPlane:
         state_path: Path,
         actuation: ActuationPlane,
         *,
+        lens: Lens,
         secrets: GovernorSecrets | None = None,
         host: str | None = None,
     ) -> None:
+        """``lens`` shows the policies as they stand when a click comes (its re-check)."""
         self._config = config
         self._clock = clock
         self._actuation = actuation
         self._host = host or socket.gethostname()
         self.store = ProposalStore(state_path)
-        self.lens: Lens | None = None
+        self.lens = lens
         self.changed = asyncio.Event()
         self._clicks = Counter(
             "vllm_governor_approval_clicks",
@@ -143,10 +127,10 @@ class ApprovalsPlane:
             from daemon.engine.slack_link import SlackLink  # noqa: PLC0415
 
             self.slack = SlackLink.configure(config().slack, secrets, self, clock)
-        actuation.propose = self.propose
-        actuation.pending_proposals = lambda: [
-            proposal_json(p, self.approvals_needed(p.record)) for p in self.store.pending()
-        ]
+
+    def pending(self) -> list[dict[str, Any]]:
+        """The proposals awaiting a decision, as ``status`` shows them."""
+        return [proposal_json(p, self.approvals_needed(p.record)) for p in self.store.pending()]
 
     @property
     def rules(self) -> ApprovalRules:
@@ -342,12 +326,10 @@ class ApprovalsPlane:
         quarantined = self._actuation.journal.quarantined().get(
             (proposal.policy, proposal.instance)
         )
-        veto = self.lens.veto(proposal) if self.lens is not None else None
+        veto = self.lens.veto(proposal)
         if quarantined is not None:
             veto = f"a quarantine of {proposal.policy} on {proposal.instance} ({quarantined})"
-        holds = None
-        if self.lens is not None:
-            holds = self.lens.condition_holds(proposal.policy, proposal.instance)
+        holds = self.lens.condition_holds(proposal.policy, proposal.instance)
         return Recheck(
             condition_holds=holds,
             knobs={m.knob: now_knobs.get(m.knob) for m in proposal.moves},
@@ -386,7 +368,7 @@ class ApprovalsPlane:
             now = self._clock.wall()
             for stored in self.store.pending():
                 record = expire(stored.record, now)
-                if record is stored.record and self.lens is not None:
+                if record is stored.record:
                     proposal = record.proposal
                     if self.lens.condition_holds(proposal.policy, proposal.instance) is False:
                         record = withdraw(record, now, "the condition stopped holding")

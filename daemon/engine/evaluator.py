@@ -2,10 +2,7 @@
 
 Each tick builds one view per vLLM target from the signal rows, runs the pure
 :func:`~daemon.policy.tick.tick`, persists the states that changed and the decisions, and
-logs each decision once. The current knob values come from ``knobs`` (the actuation plane
-reads them from each server's files); accepted intents go to ``gate``, which routes them to
-the actuator or to approval and returns what it blocked, to be recorded as well; notify
-decisions go to ``notify`` (the channels of :mod:`daemon.engine.notifiers`).
+logs each decision once. Its collaborators are ports given at construction.
 """
 
 from __future__ import annotations
@@ -13,20 +10,19 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
+from daemon.engine.policy_ledger import PolicyLedger
 from daemon.engine.policy_set import PolicySet
 from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import Readiness
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView
-from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import PolicyState
 from daemon.policy.tick import StateKey, TickResult, tick
 from daemon.policy.views import target_views
@@ -70,30 +66,34 @@ class EvaluatorMetrics:
 
 @dataclass
 class Evaluator:
-    """Runs the policies on a timer; its state survives restarts through the store."""
+    """Runs the policies on a timer; its state survives restarts through the ledger.
+
+    Every collaborator is given at construction (nothing is wired afterwards):
+
+    Attributes:
+        knobs: The current knob values per target (the actuation runner reads them from each
+            server's files).
+        route: Takes the accepted intents (to the actuation runner or to approval) and
+            returns the decisions it blocked, to be recorded as well.
+        observe: Sees each tick's views before the policies do (the recorder).
+        notify: Takes the notify decisions (the channels of :mod:`daemon.engine.notifiers`).
+    """
 
     config: Callable[[], GovernorConfig]
     policies: Callable[[], PolicySet]
     signals: SignalPlane
-    store: StateStore
+    ledger: PolicyLedger
     clock: Clock
     metrics: EvaluatorMetrics
-    states: dict[StateKey, PolicyState] = field(default_factory=dict)
-    history: dict[KnobKey, KnobHistory] = field(default_factory=dict)
-    knobs: Callable[[], Mapping[str, Mapping[str, float]]] = dict
-    gate: Callable[[Sequence[Decision]], Sequence[Decision]] = lambda _accepted: ()
-    # Sees each tick's views before the policies do (the recorder, when recording is on).
-    observe: Callable[[datetime, float, Mapping[str, TargetView]], None] = (
-        lambda _wall, _now, _views: None
-    )
-    notify: Callable[[Sequence[Decision]], None] = lambda _notifications: None
+    knobs: Callable[[], Mapping[str, Mapping[str, float]]]
+    route: Callable[[Sequence[Decision]], Sequence[Decision]]
+    observe: Callable[[datetime, float, Mapping[str, TargetView]], None]
+    notify: Callable[[Sequence[Decision]], None]
 
     async def run(self, readiness: Readiness) -> None:
         """Load the persisted state, then evaluate forever."""
-        offset = self._offset()
-        self.states = self.store.load_states(offset)
-        self.history = self.store.load_history(offset)
-        log.info("policy state restored", extra={"states": len(self.states)})
+        self.ledger.restore()
+        log.info("policy state restored", extra={"states": len(self.ledger.states)})
         readiness.started()
         while True:
             self.tick_once()
@@ -110,23 +110,17 @@ class Evaluator:
         self.observe(wall, now, views)
         result = tick(
             policies.specs,
-            self.states,
+            self.ledger.states,
             views,
             envelopes=config.envelopes(),
-            history=self.history,
+            history=self.ledger.history,
             now=now,
             wall=wall,
         )
-        changed = {
-            key: state for key, state in result.states.items() if self.states.get(key) != state
-        }
-        offset = self._offset()
-        if changed:
-            self.store.save_states(changed, offset)
-        blocked = tuple(self.gate(result.accepted))
-        self.store.record((*result.decisions, *blocked), offset)
         self._note_recoveries(result.states)
-        self.states = result.states
+        self.ledger.keep_states(result.states)
+        blocked = tuple(self.route(result.accepted))
+        self.ledger.record((*result.decisions, *blocked))
         self._count_errors(policies, result.states)
         for decision in (*result.decisions, *blocked):
             self._report(decision)
@@ -137,7 +131,7 @@ class Evaluator:
 
     def _note_recoveries(self, states: Mapping[StateKey, PolicyState]) -> None:
         for (policy, target), state in states.items():
-            before = self.states.get((policy, target))
+            before = self.ledger.states.get((policy, target))
             if before is not None and before.error is not None and state.error is None:
                 log.info("policy evaluates again", extra={"policy": policy, "target": target})
 
@@ -177,6 +171,3 @@ class Evaluator:
                 "signals": decision.evidence.signals,
             },
         )
-
-    def _offset(self) -> float:
-        return self.clock.wall().timestamp() - self.clock.monotonic()

@@ -32,6 +32,7 @@ from daemon.engine.approval_commands import approval_handlers
 from daemon.engine.approval_recheck import PolicyLens
 from daemon.engine.approvals_plane import ApprovalsPlane
 from daemon.engine.control_server import Caller, Handler, serve_control_socket
+from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.log_level_plane import LogLevelFactory
 from daemon.engine.notifiers import MqttNotifier, Notifications, SlackNotifier
 from daemon.engine.own_metrics import (
@@ -40,9 +41,13 @@ from daemon.engine.own_metrics import (
     create_own_metrics,
     serve_metrics,
 )
+from daemon.engine.policy_ledger import PolicyLedger
 from daemon.engine.policy_plane import STATE_FILE, PolicyPlane
+from daemon.engine.recorder import Recorder
+from daemon.engine.router import Router
 from daemon.engine.service_manager import ServiceManager
 from daemon.engine.signal_plane import SignalPlane
+from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import EternalTask, Readiness, supervise
 from daemon.policy.views import target_views
 
@@ -80,54 +85,72 @@ class Governor:
         self._clock = clock
         self._manager = manager
         self._metrics: OwnMetrics = create_own_metrics(clock)
-        self._signals = SignalPlane(loaded.config, clock, self._metrics.registry, secrets=secrets)
+        config = self._config_in_force
+        registry = self._metrics.registry
+        state_path = loaded.config.governor.state_dir / STATE_FILE
+        # The composition root: each stage gets its collaborators here, in its constructor, in
+        # the order they depend on each other; nothing is linked afterwards.
+        self._signals = SignalPlane(loaded.config, clock, registry, secrets=secrets)
+        self._ledger = PolicyLedger(StateStore(state_path), clock)
         self._actuation = ActuationPlane(
-            lambda: self._loaded.config,
+            config,
             self._signals,
             clock,
-            self._metrics.registry,
-            loaded.config.governor.state_dir / STATE_FILE,
+            registry,
+            state_path,
             factory=actuator_factory,
             log_level_factory=log_level_factory,
+            on_applied=self._ledger.enter_applied,
+            record=self._ledger.record,
         )
         self._policies = PolicyPlane(
-            lambda: self._loaded.config,
+            config,
             self._signals,
             clock,
-            self._metrics.registry,
-            self._actuation,
+            registry,
+            self._ledger,
+            knobs=self._actuation.knobs,
             on_watched_reload=self._watched_reload,
         )
-        self._approvals = ApprovalsPlane(
-            lambda: self._loaded.config,
-            clock,
-            self._metrics.registry,
-            loaded.config.governor.state_dir / STATE_FILE,
-            self._actuation,
-            secrets=secrets,
-        )
-        self._approvals.lens = PolicyLens(
+        lens = PolicyLens(
             specs=lambda: self._policies.policies.specs,
-            states=lambda: self._policies.evaluator.states,
+            states=lambda: self._ledger.states,
             views=lambda: target_views(
                 self._signals.rows(),
                 self._loaded.config.target_names(),
-                self._policies.evaluator.knobs(),
+                self._actuation.knobs(),
                 self._policies.policies.signals,
             ),
         )
+        self._approvals = ApprovalsPlane(
+            config, clock, registry, state_path, self._actuation, lens=lens, secrets=secrets
+        )
+        router = Router(config, self._actuation, registry, propose=self._approvals.propose)
+        self._notifications = self._notifiers()
+        self._recorder = Recorder(lambda: self._loaded.config.recording)
+        self._evaluator = Evaluator(
+            config,
+            self._policies.current,
+            self._signals,
+            self._ledger,
+            clock,
+            EvaluatorMetrics.register(registry),
+            knobs=self._actuation.knobs,
+            route=router.submit,
+            observe=self._recorder.record,
+            notify=self._notifications.send,
+        )
         # The fast loop of the admission gates: only with an actuator and a gate configured.
         self._admission = admission_loop(
-            config=lambda: self._loaded.config,
+            config=config,
             policies=self._policies,
+            states=lambda: self._ledger.states,
             signals=self._signals,
             actuation=self._actuation,
             clock=clock,
-            registry=self._metrics.registry,
+            registry=registry,
             factory=gate_actuator_factory,
         )
-        self._notifications = self._notifiers()
-        self._policies.evaluator.notify = self._notifications.send
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
         self._started_at = clock.monotonic()
@@ -138,6 +161,10 @@ class Governor:
     @property
     def config(self) -> GovernorConfig:
         """The configuration in force."""
+        return self._loaded.config
+
+    def _config_in_force(self) -> GovernorConfig:
+        """The configuration in force now: what every stage reads (it changes on reloads)."""
         return self._loaded.config
 
     @property
@@ -163,7 +190,8 @@ class Governor:
         try:
             await supervise(self._tasks, self._stop, on_ready=self._on_ready)
         finally:
-            self._policies.close()
+            self._ledger.store.close()
+            self._recorder.close()
             self._approvals.close()
             self._actuation.close()
             if self._admission is not None:
@@ -218,6 +246,7 @@ class Governor:
         if config.metrics.enabled:
             tasks.append(EternalTask("metrics endpoint", self._serve_metrics))
         tasks.extend(self._signals.tasks())
+        tasks.append(EternalTask("evaluator", self._evaluator.run))
         tasks.extend(self._policies.tasks())
         tasks.extend(self._actuation.tasks())
         if self._admission is not None:
@@ -336,6 +365,7 @@ class Governor:
             "sources": self._signals.source_status(),
             **self._policies.status(),
             **self._actuation.status(),
+            "proposals": self._approvals.pending(),
             "gates": {} if self._admission is None else self._admission[0].status(),
         }
 

@@ -1,4 +1,4 @@
-"""The policy plane: the policies in force, their evaluator, their watcher, their status.
+"""The policy plane: the policies in force, their watcher, their status.
 
 Policies reload with the configuration (SIGHUP) and by themselves when a file under the policy
 directories changes; either way the swap is whole or not at all.
@@ -8,26 +8,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from daemon.core.actuation import ActuationResult
 from daemon.core.clock import Clock
 from daemon.core.errors import ConfigError, ConfigIssue
 from daemon.core.settings import GovernorConfig
-from daemon.engine.actuation_plane import ActuationPlane
-from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
-from daemon.engine.policy_set import fingerprint, load_policy_set, reload_policy_set
-from daemon.engine.recorder import Recorder
+from daemon.engine.policy_ledger import PolicyLedger
+from daemon.engine.policy_set import PolicySet, fingerprint, load_policy_set, reload_policy_set
 from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.state_store import StateStore
 from daemon.engine.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
 from daemon.policy.explanations import explain_policy
-from daemon.policy.planner import KnobHistory, KnobKey, plan
+from daemon.policy.planner import plan
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.views import target_views
 from daemon.sources.registry import signal_registry
@@ -39,7 +35,7 @@ STATE_FILE = "state.sqlite3"
 
 
 class PolicyPlane:
-    """Owns the policy set and the evaluator."""
+    """Owns the policy set in force and its watcher; answers ``status``, ``explain``, ``plan``."""
 
     def __init__(
         self,
@@ -47,8 +43,9 @@ class PolicyPlane:
         signals: SignalPlane,
         clock: Clock,
         registry: CollectorRegistry,
-        actuation: ActuationPlane | None = None,
+        ledger: PolicyLedger,
         *,
+        knobs: Callable[[], Mapping[str, Mapping[str, float]]],
         on_watched_reload: Callable[[tuple[ConfigIssue, ...]], None],
     ) -> None:
         """Load the policies under ``config``'s directories.
@@ -63,6 +60,8 @@ class PolicyPlane:
         self._on_watched_reload = on_watched_reload
         self._signals = signals
         self._clock = clock
+        self._ledger = ledger
+        self._knobs = knobs
         current = config()
         self.policies = load_policy_set(
             current.governor.policy_dirs,
@@ -70,22 +69,6 @@ class PolicyPlane:
             current.live_target_names(),
             signal_registry(current),
         )
-        self.store = StateStore(current.governor.state_dir / STATE_FILE)
-        self.evaluator = Evaluator(
-            config,
-            lambda: self.policies,
-            signals,
-            self.store,
-            clock,
-            EvaluatorMetrics.register(registry),
-        )
-        self.recorder = Recorder(lambda: config().recording)
-        self.evaluator.observe = self.recorder.record
-        if actuation is not None:
-            self.evaluator.knobs = actuation.knobs
-            self.evaluator.gate = actuation.submit
-            actuation.on_applied = self.record_applied
-            actuation.record = self.record_decisions
         Gauge("vllm_governor_policies", "Policies in force.", registry=registry).set_function(
             lambda: len(self.policies.specs)
         )
@@ -95,32 +78,13 @@ class PolicyPlane:
             registry=registry,
         ).set_function(lambda: len({issue.path for issue in self.policies.disabled}))
 
+    def current(self) -> PolicySet:
+        """The policy set in force now (it changes on reloads)."""
+        return self.policies
+
     def tasks(self) -> list[EternalTask]:
-        """The evaluator and the watcher of policy files."""
-        return [
-            EternalTask("evaluator", self.evaluator.run),
-            EternalTask("policy file watcher", self._watch),
-        ]
-
-    def close(self) -> None:
-        """Close the state store and the recording."""
-        self.store.close()
-        self.recorder.close()
-
-    def record_applied(self, result: ActuationResult) -> None:
-        """Enter a change that restarted a server in its knobs' histories (dwell, budgets)."""
-        now, offset = self._clock.monotonic(), self._offset()
-        entered = changed_histories(self.evaluator.history, result.target, result.changes, now)
-        for key, history in entered.items():
-            self.evaluator.history[key] = history
-            self.store.save_history(key, history, offset)
-
-    def record_decisions(self, decisions: Sequence[Decision]) -> None:
-        """Add decisions made outside a tick (an alert after a revert) to the log."""
-        self.store.record(decisions, self._offset())
-
-    def _offset(self) -> float:
-        return self._clock.wall().timestamp() - self._clock.monotonic()
+        """The watcher of policy files."""
+        return [EternalTask("policy file watcher", self._watch)]
 
     def reload(self, config: GovernorConfig) -> tuple[ConfigIssue, ...]:
         """Swap in the policies under ``config``'s directories, or keep the old set and say why."""
@@ -136,7 +100,7 @@ class PolicyPlane:
             signals,
         )
         if not issues:
-            self.store.forget_policies(spec.name for spec in self.policies.specs)
+            self._ledger.store.forget_policies(spec.name for spec in self.policies.specs)
             log.info("policies loaded", extra={"policies": [s.name for s in self.policies.specs]})
         return issues
 
@@ -155,7 +119,7 @@ class PolicyPlane:
         policies = []
         for spec in self.policies.specs:
             targets = {}
-            for (name, target), state in self.evaluator.states.items():
+            for (name, target), state in self._ledger.states.items():
                 if name == spec.name:
                     targets[target] = _state_json(state, spec.cooldown_s, offset)
             policies.append(
@@ -169,7 +133,7 @@ class PolicyPlane:
         return {
             "policies": policies,
             "disabled": [issue.render() for issue in self.policies.disabled],
-            "recent_decisions": self.store.recent_decisions(20),
+            "recent_decisions": self._ledger.store.recent_decisions(20),
         }
 
     def intents_now(self, name: str) -> list[Decision] | str:
@@ -192,12 +156,12 @@ class PolicyPlane:
             if spec.applies_to(target):
                 _, decisions = evaluate(spec, firing, view, now, wall)
                 intents.extend(d for d in decisions if d.kind is DecisionKind.INTENT)
-        result = plan(intents, config.envelopes(), self.evaluator.history, now)
+        result = plan(intents, config.envelopes(), self._ledger.history, now)
         return [*result.accepted, *result.blocked]
 
     def _views(self, config: GovernorConfig) -> dict[str, TargetView]:
         rows = self._signals.rows()
-        knobs = self.evaluator.knobs()
+        knobs = self._knobs()
         return target_views(rows, config.target_names(), knobs, self.policies.signals)
 
     def explain(self, name: str) -> dict[str, Any]:
@@ -208,20 +172,7 @@ class PolicyPlane:
             return {"error": f"no policy named {name!r} (in force: {known})"}
         views = self._views(self._config())
         now, wall = self._clock.monotonic(), self._clock.wall()
-        return explain_policy(spec, self.evaluator.states, views, now, wall)
-
-
-def changed_histories(
-    history: Mapping[KnobKey, KnobHistory], target: str, knobs: Iterable[str], now: float
-) -> dict[KnobKey, KnobHistory]:
-    """The histories of ``target``'s ``knobs`` after a change applied at ``now``.
-
-    What the daemon enters once a change has restarted the server; backtests enter would-have
-    changes the same way.
-    """
-    return {
-        (target, knob): history.get((target, knob), KnobHistory()).changed(now) for knob in knobs
-    }
+        return explain_policy(spec, self._ledger.states, views, now, wall)
 
 
 def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[str, Any]:

@@ -15,18 +15,16 @@ acknowledged it, and nothing in it is trusted.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daemon.approvals.blocks import details_blocks
 from daemon.approvals.clicks import ButtonKind, read_press
 from daemon.core.clock import Clock
 from daemon.core.errors import GovernorError
+from daemon.engine.approval_desk import ApprovalDesk
 from daemon.engine.slack_api import SlackApi, SlackCallFailed
 from daemon.engine.slack_groups import SlackGroups
 from daemon.policy.durations import parse_duration
-
-if TYPE_CHECKING:
-    from daemon.engine.approvals_plane import ApprovalsPlane
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +37,7 @@ class Interactions:
     """Handles the payloads the Slack transport received."""
 
     def __init__(
-        self, api: SlackApi, plane: ApprovalsPlane, groups: SlackGroups, clock: Clock
+        self, api: SlackApi, plane: ApprovalDesk, groups: SlackGroups, clock: Clock
     ) -> None:
         self._api = api
         self._plane = plane

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from daemon.core.approval_settings import SlackSection
 from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets, secret_hint
+from daemon.engine.approval_desk import ApprovalDesk
 from daemon.engine.slack_api import SlackApi, SlackCallFailed
 from daemon.engine.slack_groups import SlackGroups
 from daemon.engine.slack_http import serve_interactivity
@@ -27,9 +28,6 @@ from daemon.engine.slack_interactions import Interactions
 from daemon.engine.slack_messenger import Messenger
 from daemon.engine.slack_socket_mode import run_socket_mode
 from daemon.engine.supervisor import EternalTask, Readiness
-
-if TYPE_CHECKING:
-    from daemon.engine.approvals_plane import ApprovalsPlane
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +41,7 @@ class SlackLink:
         self,
         section: SlackSection,
         api: SlackApi,
-        plane: ApprovalsPlane,
+        plane: ApprovalDesk,
         clock: Clock,
         transport_secret: str,
     ) -> None:
@@ -63,7 +61,7 @@ class SlackLink:
         cls,
         section: SlackSection,
         secrets: GovernorSecrets | None,
-        plane: ApprovalsPlane,
+        plane: ApprovalDesk,
         clock: Clock,
     ) -> SlackLink | None:
         """The link, or None (logged) when Slack is off or a secret it needs is missing."""

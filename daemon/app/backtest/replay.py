@@ -5,15 +5,15 @@ At each recorded tick, as :class:`~daemon.engine.evaluator.Evaluator` does:
 1. the recorded views (fresh signals, knob values as recorded) go to
    :func:`daemon.policy.tick.tick` with the envelopes of the configuration, the policy states
    and the knobs' histories (dwell, hourly budgets);
-2. the accepted intents go through the gate's routing (:func:`daemon.engine.gate.route`):
-   risk ``auto`` would be applied, risk ``approval`` would wait for a person, and what the gate
-   refuses (a server without ``config_path``, an unknown operation) is blocked there;
+2. the accepted intents go through the routing (:func:`daemon.engine.routing.route`):
+   risk ``auto`` would be applied, risk ``approval`` would wait for a person, and what the
+   routing refuses (a server without ``config_path``, an unknown operation) is blocked there;
 3. an ``auto`` change enters its knobs' histories as the daemon enters an applied change
-   (:func:`daemon.engine.policy_plane.changed_histories`), so the next ticks meet dwell and
+   (:func:`daemon.engine.policy_ledger.changed_histories`), so the next ticks meet dwell and
    budgets as they would have. The knob values stay as recorded: what the server would have
    done after a change is not known, so a backtest shows decisions, not their consequences.
 
-What happens after the gate (the actuator's preflight: one change in flight, freezes, the
+What happens after the routing (the actuator's preflight: one change in flight, freezes, the
 restart budget; verification and reverts) is not replayed: it needs the server.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 
 from daemon.app.backtest.recording import RecordedTick
 from daemon.core.settings import Envelope, VllmInstance
-from daemon.engine.gate import route
-from daemon.engine.policy_plane import changed_histories
+from daemon.engine.policy_ledger import changed_histories
+from daemon.engine.routing import route
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.spec import PolicySpec
@@ -48,7 +48,7 @@ class Event:
         kind: ``fired``, ``resolved``, ``intent``, ``blocked``, ``shadow`` or ``alert``.
         policy: The policy's name.
         target: The vLLM instance.
-        route: For an intent the gate let through: ``auto`` or ``approval``.
+        route: For an intent the routing let through: ``auto`` or ``approval``.
         changes: Knob values wanted (intents: bounded by the envelopes).
         current: Knob values when the policy decided.
         operation: An operation asked for (``restart``), if any.

@@ -177,18 +177,24 @@ async def approvals_rig(
     signals = SignalPlane(config, clock, registry)
     path = state_dir / "state.sqlite3"
     actuation = ActuationPlane(
-        lambda: config, signals, clock, registry, path, factory=lambda *_: actuator
+        lambda: config,
+        signals,
+        clock,
+        registry,
+        path,
+        factory=lambda *_: actuator,
+        on_applied=lambda _result: None,
+        record=lambda _decisions: None,
     )
     secrets = GovernorSecrets(
         slack_bot_token=SecretStr(BOT_TOKEN),
         slack_app_token=SecretStr(APP_TOKEN),
         slack_signing_secret=SecretStr(SIGNING_SECRET),
     )
-    plane = ApprovalsPlane(
-        lambda: config, clock, registry, path, actuation, secrets=secrets, host="gpu-1"
-    )
     lens = StandInLens()
-    plane.lens = lens
+    plane = ApprovalsPlane(
+        lambda: config, clock, registry, path, actuation, lens=lens, secrets=secrets, host="gpu-1"
+    )
     stop = asyncio.Event()
     task = asyncio.create_task(supervise([*actuation.tasks(), *plane.tasks()], stop), name="rig")
     try:

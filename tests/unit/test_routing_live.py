@@ -1,4 +1,4 @@
-"""The gate and the loader keep vLLM knobs and operations away from live log-level targets."""
+"""The routing and the loader keep vLLM knobs and operations away from live log-level targets."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from daemon.core.errors import ConfigError
 from daemon.core.http_log_level_settings import HttpLogLevelTarget
-from daemon.engine.gate import route
+from daemon.engine.routing import route
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.loading import load_policy
 

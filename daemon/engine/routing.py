@@ -1,4 +1,4 @@
-"""The gate: where each accepted intent goes. Pure.
+"""Routing: where each accepted intent goes. Pure.
 
 * A policy quarantined on that server (its last change had to be reverted) is blocked
   (``quarantined``) until people lift the quarantine.
