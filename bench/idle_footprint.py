@@ -56,6 +56,9 @@ def example_config(scratch: Path) -> Path:
     document = tomllib.loads(text)
     text = text.replace(document["governor"]["state_dir"], str(scratch / "state"))
     text = text.replace(document["control"]["socket_path"], str(scratch / "control.sock"))
+    # The example's policy directory is where a package installs it; this checkout has its own.
+    for directory in document["governor"]["policy_dirs"]:
+        text = text.replace(f'"{directory}"', f'"{ROOT / "policies"}"')
     text = text.replace(
         f"listen_port = {document['metrics']['listen_port']}", f"listen_port = {free_port()}"
     )
