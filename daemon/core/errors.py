@@ -12,6 +12,9 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     │   ├── MetricsParseError       the far end answered something that is not usable metrics
     │   └── CommandRefused          the far end answered but refused a command (HAProxy:
     │                               an unknown backend or server, a bad value)
+    ├── HttpExchangeError           (daemon/core/http_client.py) one HTTP exchange got no
+    │                               answer: refused, timed out, cut off, malformed, too large
+    │                               (``kind`` says which); sources and actuators translate it
     ├── ControlError                talking to the running daemon over its control socket failed
     │   └── DaemonNotRunningError   no daemon listens on the control socket
     ├── ActuationError              a change to a vLLM server could not go as planned
@@ -104,6 +107,17 @@ class CommandRefused(SourceError):
     Retrying will not help until the configuration changes; ``detail`` says which
     (``unknown-server``, ``denied``, ``refused``).
     """
+
+
+class HttpExchangeError(GovernorError):
+    """One HTTP exchange got no usable answer; ``kind`` says how (see daemon.core.http_client).
+
+    An answer with an error status is an answer, never this error.
+    """
+
+    def __init__(self, message: str, kind: str) -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class ControlError(GovernorError):

@@ -1,66 +1,45 @@
-"""Plain HTTP GETs for polling sources, with errors translated at the boundary.
+"""Plain HTTP GETs for polling sources, with the client's errors translated at the boundary.
 
-The standard library's client runs in a worker thread: scrapes are a few per second at most,
-and it keeps a web framework out of the daemon's memory. It sends no ``Accept`` header, which
-is what vLLM's ``/metrics`` wants (an OpenMetrics ``Accept`` may rewrite ``vllm:`` names).
-Only ``http`` and ``https`` URLs are allowed, and proxies are never used.
+Each GET is one exchange of :mod:`daemon.core.http_client`: on asyncio streams, no thread, and
+ended (its socket closed) at its deadline or when its poll is cancelled. A slow server costs
+its own source one connection for at most ``timeout_s``, never the other sources anything.
+No ``Accept`` header is sent, which is what vLLM's ``/metrics`` wants (an OpenMetrics
+``Accept`` may rewrite ``vllm:`` names). Only ``http`` and ``https`` URLs are allowed, and
+proxies are never used.
 """
 
 from __future__ import annotations
 
-import asyncio
-import http.client
-import urllib.error
-import urllib.request
-from dataclasses import dataclass
-
-from daemon.core.errors import SourceError, SourceUnavailable
+from daemon.core.errors import HttpExchangeError, SourceError, SourceUnavailable
+from daemon.core.http_client import (
+    OVERSIZED,
+    REFUSED,
+    TIMEOUT,
+    HttpLimits,
+    HttpResponse,
+    http_request,
+)
 
 MAX_BODY_BYTES = 32 << 20
-# No proxies: the servers scraped this way (vLLM, HAProxy's stats) sit on this host, and an
-# http_proxy variable in the environment must not send their traffic elsewhere.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-@dataclass(frozen=True, slots=True)
-class HttpAnswer:
-    """Status and body of one response."""
+async def http_get(url: str, timeout_s: float) -> HttpResponse:
+    """GET ``url`` within ``timeout_s``; any status is an answer.
 
-    status: int
-    body: bytes
-
-
-async def http_get(url: str, timeout_s: float) -> HttpAnswer:
-    """GET ``url``; any status is an answer, no answer at all is :class:`SourceUnavailable`."""
-    return await asyncio.to_thread(_get, url, timeout_s)
-
-
-def _get(url: str, timeout_s: float) -> HttpAnswer:
+    Raises:
+        SourceUnavailable: no answer: ``detail`` is ``refused``, ``timeout`` or
+            ``unreachable`` (cut off, malformed, no route).
+        SourceError: the URL is not http(s), or the body is larger than ``MAX_BODY_BYTES``
+            (``detail="oversized"``).
+    """
     if not url.startswith(("http://", "https://")):
         message = f"only http(s) URLs can be scraped, not {url!r}"
         raise SourceError(message)
-    request = urllib.request.Request(url, method="GET")  # noqa: S310 - scheme checked above
+    limits = HttpLimits(total_s=timeout_s, max_body_bytes=MAX_BODY_BYTES)
     try:
-        with _OPENER.open(request, timeout=timeout_s) as response:
-            return HttpAnswer(response.status, _read(response, url))
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return HttpAnswer(exc.code, _read(exc, url))
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        if isinstance(reason, ConnectionRefusedError):
-            message = f"{url}: connection refused"
-            raise SourceUnavailable(message, detail="refused") from exc
-        message = f"{url}: {reason}"
-        raise SourceUnavailable(message, detail="unreachable") from exc
-    except (TimeoutError, ConnectionError, http.client.HTTPException, OSError) as exc:
-        message = f"{url}: {type(exc).__name__}: {exc}"
-        raise SourceUnavailable(message, detail="unreachable") from exc
-
-
-def _read(response: http.client.HTTPResponse | urllib.error.HTTPError, url: str) -> bytes:
-    body = response.read(MAX_BODY_BYTES + 1)
-    if len(body) > MAX_BODY_BYTES:
-        message = f"{url}: body larger than {MAX_BODY_BYTES} bytes"
-        raise SourceError(message, detail="oversized")
-    return body
+        return await http_request("GET", url, limits)
+    except HttpExchangeError as exc:
+        if exc.kind == OVERSIZED:
+            raise SourceError(str(exc), detail="oversized") from exc
+        detail = {REFUSED: "refused", TIMEOUT: "timeout"}.get(exc.kind, "unreachable")
+        raise SourceUnavailable(str(exc), detail=detail) from exc

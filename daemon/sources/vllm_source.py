@@ -8,13 +8,13 @@ even when the scheduler is stuck), so policies should also look at the metrics t
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Self
 
 from daemon.core.errors import MetricsParseError, SourceUnavailable
+from daemon.core.http_client import HttpResponse
 from daemon.sources.catalogue import catalogue_declarations
-from daemon.sources.http_get import HttpAnswer, http_get
+from daemon.sources.http_get import http_get
 from daemon.sources.polling import PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
 from daemon.sources.vllm_metrics import parse_vllm_metrics
@@ -33,16 +33,13 @@ class VllmSource:
         self.timeout_s = timeout_s
         self._base_url = base_url.rstrip("/")
         self.version: str | None = None
-        self._health_check: asyncio.Future[HttpAnswer] | None = None
 
     async def __aenter__(self) -> Self:
         """Nothing to open: every poll is a fresh request."""
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        """Let a health check still under way end (its thread cannot be interrupted)."""
-        if self._health_check is not None:
-            await asyncio.gather(self._health_check, return_exceptions=True)
+        """Nothing to close: no request outlives the poll that made it."""
 
     async def poll(self, now: float) -> PollResult:
         """Read metrics, then health; learn the version on the first answer after an outage.
@@ -52,7 +49,7 @@ class VllmSource:
         engine is busy (seen: 5.7 s), and the metrics must not be lost to that. A health check
         that takes longer says nothing this time (no sample), never "unhealthy".
         """
-        metrics = await self._get("/metrics", "starting")
+        metrics = await self._get("/metrics", "starting", self.timeout_s)
         healthy = await self._healthy()
         if self.version is None:
             self.version = await self._read_version()
@@ -81,28 +78,20 @@ class VllmSource:
     async def _healthy(self) -> bool | None:
         """Whether ``/health`` answers 200; None when it takes more than half the time limit.
 
-        A check that has not answered is left to finish (a GET in a worker thread cannot be
-        stopped), and no second one is started meanwhile: a server that holds ``/health``
-        never ties up more than one thread of the pool that every scrape shares.
+        A check that has not answered by then is ended (its connection closed), so a server
+        that holds ``/health`` costs one connection for that long at each poll, and no more.
         """
-        if self._health_check is None or self._health_check.done():
-            if self._health_check is not None and not self._health_check.cancelled():
-                self._health_check.exception()  # a late answer's error: seen, and dropped
-            self._health_check = asyncio.ensure_future(self._get("/health", "starting"))
         try:
-            async with asyncio.timeout(self.timeout_s / 2):
-                health = await asyncio.shield(self._health_check)
-        except TimeoutError:
-            return None
+            health = await self._get("/health", "starting", self.timeout_s / 2)
         except SourceUnavailable as exc:
             if exc.detail == "starting":
                 raise
             return None
         return health.status == 200
 
-    async def _get(self, path: str, refused_detail: str) -> HttpAnswer:
+    async def _get(self, path: str, refused_detail: str, timeout_s: float) -> HttpResponse:
         try:
-            answer = await http_get(self._base_url + path, self.timeout_s)
+            answer = await http_get(self._base_url + path, timeout_s)
         except SourceUnavailable as exc:
             if exc.detail == "refused":
                 self.version = None  # whatever comes back may be another version
@@ -111,7 +100,7 @@ class VllmSource:
         return answer
 
     async def _read_version(self) -> str | None:
-        answer = await self._get("/version", "starting")
+        answer = await self._get("/version", "starting", self.timeout_s)
         if answer.status != 200:
             return None
         try:

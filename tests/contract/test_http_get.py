@@ -26,7 +26,7 @@ async def test_refused_slow_and_bad_urls_are_translated() -> None:
     with FixtureExporter(Script(delay_s=1.0)) as slow:
         with pytest.raises(SourceUnavailable) as timed_out:
             await http_get(slow.base_url + "/health", 0.2)
-        assert timed_out.value.detail == "unreachable"
+        assert timed_out.value.detail == "timeout"
     with pytest.raises(SourceError, match="only http"):
         await http_get("file:///etc/passwd", 1)
 
