@@ -23,6 +23,7 @@ from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freezes import freeze_reason
 from daemon.core.gate_actuation import GateActuatorFactory
+from daemon.core.reload_scope import restart_only_changes
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
@@ -52,10 +53,6 @@ from daemon.engine.supervisor import EternalTask, Readiness, supervise
 from daemon.policy.views import target_views
 
 log = logging.getLogger(__name__)
-
-# Settings read once at start (sockets, files, the sources and their store); a reload warns
-# that they changed and keeps the running values until a restart.
-_RESTART_ONLY = ("control", "metrics", "governor.state_dir", "signals", "sources", "vllm")
 
 
 @dataclass(frozen=True, slots=True)
@@ -313,14 +310,15 @@ class Governor:
         except ConfigError as exc:
             self._reject_reload(exc)
             return
+        # Whole or refused: a setting read once at start cannot follow the rest.
+        if boot_only := restart_only_changes(self._loaded.config, new):
+            self._reject_reload(ConfigError([_needs_restart(path, name) for name in boot_only]))
+            return
         # Configuration and policies change together or not at all.
         policy_issues = self._policies.reload(new)
         if policy_issues:
             self._reject_reload(ConfigError(list(policy_issues)))
             return
-        for section in _RESTART_ONLY:
-            if _get(new, section) != _get(self._loaded.config, section):
-                log.warning("setting changes only on restart", extra={"setting": section})
         self._loaded = LoadedConfig(new, path, self._clock.wall())
         self._last_reload_error = ""
         logging.getLogger().setLevel(new.logging.level)
@@ -420,8 +418,9 @@ class Governor:
         return {"signals": rows, "sources": self._signals.source_status()}
 
 
-def _get(config: GovernorConfig, dotted: str) -> Any:
-    value: Any = config
-    for part in dotted.split("."):
-        value = getattr(value, part)
-    return value
+def _needs_restart(path: Path, setting: str) -> ConfigIssue:
+    message = (
+        "read once at start: restart the governor to change it (systemctl restart "
+        "vllm-governor); nothing of this reload was applied"
+    )
+    return ConfigIssue(path, 0, 0, setting, message)

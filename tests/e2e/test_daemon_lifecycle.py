@@ -82,6 +82,25 @@ def test_sighup_with_broken_config_keeps_running_and_says_where(short_tmp: Path)
         assert 'vllm_governor_config_reloads_total{outcome="applied"} 1.0' in _metrics(good_text)
 
 
+def test_sighup_that_changes_a_setting_read_at_start_is_refused_whole(short_tmp: Path) -> None:
+    server = '[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:1"\n'
+    config = write_config(short_tmp, extra=server)
+    text = config.read_text()
+    with running_daemon(config) as daemon:
+        daemon.wait_for("READY=1")
+        loaded_at = call_daemon(short_tmp / "control.sock", "status")["config_loaded_at"]
+        # A new URL (its source would keep scraping the old one) and a new log level together.
+        moved = text.replace("127.0.0.1:1", "127.0.0.1:2").replace('"DEBUG"', '"WARNING"')
+        config.write_text(moved)
+        daemon.signal(signal.SIGHUP)
+        daemon.wait_for("RELOADING=1")
+        assert "reload rejected" in daemon.wait_for("READY=1")
+        status = call_daemon(short_tmp / "control.sock", "status")
+        assert f"{config}:0:0: vllm[main].url: read once at start" in status["last_reload_error"]
+        assert status["config_loaded_at"] == loaded_at, "nothing of the reload was applied"
+        assert 'vllm_governor_config_reloads_total{outcome="rejected"} 1.0' in _metrics(text)
+
+
 def test_sigterm_stops_gracefully_with_status_zero_within_the_deadline(short_tmp: Path) -> None:
     deadline_s = 5.0
     config = write_config(short_tmp, deadline_s=deadline_s)
