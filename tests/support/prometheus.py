@@ -5,7 +5,8 @@ once ``/-/ready`` answers and the target has been scraped at least once (``up`` 
 test's first query already sees data. Always killed when the ``with`` block ends.
 
 Optionally it also loads rule files (``rule_files``; each group sets its own ``interval``), for
-benchmarks and tests of alerting rules, and may be given longer to start (``start_timeout_s``).
+benchmarks and tests of alerting rules, names its scrape job (``job``, for rules that select
+one), and may be given longer to start (``start_timeout_s``).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class Prometheus:
         port: int = 0,
         rule_files: Sequence[Path] = (),
         start_timeout_s: float = START_TIMEOUT_S,
+        job: str = JOB,
     ) -> None:
         self.executable = executable
         self.directory = directory
@@ -50,6 +52,7 @@ class Prometheus:
         self.port = port or free_port()
         self.rule_files = tuple(rule_files)
         self.start_timeout_s = start_timeout_s
+        self.job = job
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -65,7 +68,9 @@ class Prometheus:
     def _write_config(self) -> Path:
         config: dict[str, object] = {
             "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
-            "scrape_configs": [{"job_name": JOB, "static_configs": [{"targets": [self.target]}]}],
+            "scrape_configs": [
+                {"job_name": self.job, "static_configs": [{"targets": [self.target]}]}
+            ],
         }
         if self.rule_files:
             config["rule_files"] = [str(path.resolve()) for path in self.rule_files]
@@ -125,7 +130,7 @@ class Prometheus:
         return self._get("/-/ready")[0] == 200
 
     def _scraped(self) -> bool:
-        query = urllib.parse.urlencode({"query": f'up{{job="{JOB}"}} == 1'})
+        query = urllib.parse.urlencode({"query": f'up{{job="{self.job}"}} == 1'})
         status, body = self._get(f"/api/v1/query?{query}")
         return status == 200 and bool(json.loads(body)["data"]["result"])
 
