@@ -6,7 +6,7 @@ raise or meet; the configuration of a vLLM instance and its knob envelopes; the 
 catalogue; the pure envelope checks; the freeze files; the actuation contract (requests,
 results, the journal and signal windows the engine lends them); and the admission gate's
 contract (a cap change, its result, the gate's runtime and the cap journal) and the gate as a
-restart drains it.
+restart drains it; and the daemon's HTTP client (one exchange within its deadlines).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from daemon.core.errors import (
     ConfigIssue,
     ConfigWriteError,
     GovernorError,
+    HttpExchangeError,
 )
 from daemon.core.freezes import freeze_reason
 from daemon.core.gate_actuation import (
@@ -51,6 +52,7 @@ from daemon.core.gate_actuation import (
     GateRuntime,
 )
 from daemon.core.gate_drain import GateDrain, GateLookup, no_gates
+from daemon.core.http_client import HttpLimits, HttpResponse, http_request
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS, LOG_LEVELS, Knob, Safer
 from daemon.core.settings import Envelope, VllmInstance
@@ -90,7 +92,10 @@ __all__ = [
     "GateLookup",
     "GateRuntime",
     "GovernorError",
+    "HttpExchangeError",
+    "HttpLimits",
     "HttpLogLevelTarget",
+    "HttpResponse",
     "JournalEntry",
     "Knob",
     "LogLevelActuator",
@@ -101,6 +106,7 @@ __all__ = [
     "envelope_problem",
     "envelope_problems",
     "freeze_reason",
+    "http_request",
     "no_gates",
     "pace_problem",
 ]

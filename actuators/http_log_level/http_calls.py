@@ -1,70 +1,51 @@
 """The HTTP calls of the log-level actuator, with the client's errors translated at the boundary.
 
-The standard library's client runs in a worker thread, as the polling sources' does: a level is
-read every few seconds and changed rarely, and a web framework would stay in an idle daemon's
-memory (aiohttp: ~8 MB) for that. Proxies are never used: the admin endpoints sit on this host,
+Each call is one exchange of the daemon's own HTTP client (``daemon.api.http_request``): on
+asyncio streams, no worker thread, ended (its socket closed) at ``timeout_s`` however slowly
+the service answers, and at once when the caller is cancelled. An admin endpoint that hangs or
+trickles thus holds up its own target for ``timeout_s`` at most, never the other targets or
+the vLLM scrapes. A web framework would stay in an idle daemon's memory (aiohttp: ~8 MB) for a
+level read every few seconds. Proxies are never used: the admin endpoints sit on this host,
 and an ``http_proxy`` variable must not send their traffic elsewhere.
 """
 
 from __future__ import annotations
 
-import asyncio
-import http.client
-import urllib.error
-import urllib.request
-
 from actuators.http_log_level.wire import LevelRequest
-from daemon.api import ActuationError
+from daemon.api import ActuationError, HttpExchangeError, HttpLimits, http_request
 
-MAX_BODY_CHARS = 1 << 20
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+MAX_BODY_BYTES = 1 << 20
 
 
 async def send(request: LevelRequest, timeout_s: float) -> tuple[int, str]:
-    """Send one level change; its status and (start of its) body.
+    """Send one level change; its status and body.
 
     Raises:
-        ActuationError: no answer (refused, reset, timed out).
+        ActuationError: no answer (refused, reset, timed out), or one over 1 MiB.
     """
     headers = {"Content-Type": request.content_type} if request.body else {}
-    data = request.body or None
-    call = _request(request.url, request.method, data, headers)
-    return await asyncio.to_thread(_exchange, call, timeout_s)
+    return await _exchange(request.method, request.url, timeout_s, request.body, headers)
 
 
 async def get(url: str, timeout_s: float) -> tuple[int, str]:
     """GET ``url``; its status and body.
 
     Raises:
-        ActuationError: no answer (refused, reset, timed out).
+        ActuationError: no answer (refused, reset, timed out), or one over 1 MiB.
     """
-    return await asyncio.to_thread(_exchange, _request(url, "GET", None, {}), timeout_s)
+    return await _exchange("GET", url, timeout_s, b"", {})
 
 
-def _request(
-    url: str, method: str, data: bytes | None, headers: dict[str, str]
-) -> urllib.request.Request:
-    """The request, for an http(s) URL only (the config checks it too: never ``file:``)."""
-    if not url.startswith(("http://", "https://")):
+async def _exchange(
+    method: str, url: str, timeout_s: float, body: bytes, headers: dict[str, str]
+) -> tuple[int, str]:
+    """One request and its answer; an HTTP error status is an answer, not a failure."""
+    if not url.startswith(("http://", "https://")):  # the config checks it too: never file:
         message = f"only http(s) URLs can carry a log level, not {url!r}"
         raise ActuationError(message)
-    return urllib.request.Request(  # noqa: S310 - scheme checked above
-        url, data=data, headers=headers, method=method
-    )
-
-
-def _exchange(call: urllib.request.Request, timeout_s: float) -> tuple[int, str]:
-    """One request and its answer; an HTTP error status is an answer, not a failure."""
+    limits = HttpLimits(total_s=timeout_s, max_body_bytes=MAX_BODY_BYTES)
     try:
-        with _OPENER.open(call, timeout=timeout_s) as answer:
-            return answer.status, _text(answer.read(MAX_BODY_CHARS))
-    except urllib.error.HTTPError as exc:
-        with exc:
-            return exc.code, _text(exc.read(MAX_BODY_CHARS))
-    except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
-        message = f"{call.get_method()} {call.full_url}: {type(exc).__name__}: {exc}"
-        raise ActuationError(message) from exc
-
-
-def _text(body: bytes) -> str:
-    return body.decode("utf-8", errors="replace")
+        answer = await http_request(method, url, limits, body=body, headers=headers)
+    except HttpExchangeError as exc:
+        raise ActuationError(str(exc)) from exc
+    return answer.status, answer.body.decode("utf-8", errors="replace")

@@ -7,6 +7,8 @@ is, set back (and quarantined) when something else is.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,7 @@ from actuators.http_log_level.actuator import HttpLogLevelActuator
 from daemon.api import ABANDONED, DONE, REVERTED, ChangeRequest, HttpLogLevelTarget, SystemClock
 from daemon.engine.journal_store import SqliteJournal
 from tests.support.envoy_admin import EnvoyAdmin
+from tests.support.hostile_metrics import HostileServer, ok_head, trickle
 
 pytestmark = pytest.mark.asyncio
 
@@ -66,4 +69,28 @@ async def test_one_change_in_flight_and_a_dry_run_sends_nothing(tmp_path: Path) 
         assert busy.state == "refused"
         assert "in flight" in busy.outcome
         assert [m for m, _ in admin.state.requests if m == "POST"] == []
+        journal.close()
+
+
+async def test_a_trickling_admin_endpoint_costs_its_own_read_its_timeout_and_nothing_more(
+    tmp_path: Path,
+) -> None:
+    listing = b"active loggers:\n  admin: info\n" * 20
+    slowloris = trickle(ok_head(len(listing)), listing, bytes_per_s=20)
+    with EnvoyAdmin() as admin, HostileServer(slowloris) as hostile:
+        slow = HttpLogLevelTarget(
+            name="slow",
+            url=f"{hostile.base_url}/logging?level={{level}}",
+            levels={"INFO": "info", "ERROR": "error"},
+            timeout_s=0.5,
+        )
+        journal = SqliteJournal(tmp_path / "state.sqlite3", SystemClock())
+        actuator = HttpLogLevelActuator(journal, SystemClock(), tmp_path)
+        started = time.monotonic()
+        levels = await asyncio.gather(*(actuator.read(t) for t in (slow, target_of(admin), slow)))
+        took = time.monotonic() - started
+        assert levels == [None, 20.0, None], "the slow one is unknown, the other one read"
+        assert 0.5 <= took < 1.0, "each read ends at its own deadline"
+        await asyncio.sleep(0.1)
+        assert hostile.in_flight == 0, "the ended reads closed their connections"
         journal.close()

@@ -34,7 +34,10 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "GateLookup",
         "GateRuntime",
         "GovernorError",
+        "HttpExchangeError",
+        "HttpLimits",
         "HttpLogLevelTarget",
+        "HttpResponse",
         "JournalEntry",
         "KNOBS",
         "Knob",
@@ -51,6 +54,7 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "envelope_problem",
         "envelope_problems",
         "freeze_reason",
+        "http_request",
         "no_gates",
         "pace_problem",
     ]
