@@ -8,31 +8,34 @@ or a refusal, and the table keeps the newest :data:`KEEP_ROWS` rows.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 from typing import Any
 
 from daemon.core.clock import Clock
 from daemon.core.gate_actuation import CapResult
+from daemon.engine.state_db import Schema, connect
 
 FILE = "gate-journal.sqlite3"
 KEEP_ROWS = 20_000
-SCHEMA = """
+SCHEMA = Schema(
+    "gate_journal",
+    (
+        """
 CREATE TABLE IF NOT EXISTS cap_changes (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, target TEXT NOT NULL,
     policy TEXT NOT NULL, state TEXT NOT NULL, before INTEGER, after INTEGER,
     reason TEXT NOT NULL, outcome TEXT NOT NULL
 );
-"""
+""",
+    ),
+)
 
 
 class SqliteCapJournal:
     """Cap changes in ``STATE_DIR/gate-journal.sqlite3``."""
 
     def __init__(self, path: Path, clock: Clock) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None)
-        self._db.executescript(SCHEMA)
+        self._db = connect(path, SCHEMA)
         self._clock = clock
 
     def close(self) -> None:

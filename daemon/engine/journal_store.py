@@ -33,9 +33,12 @@ from typing import Any
 from daemon.core.actuation import OPEN, JournalEntry
 from daemon.core.clock import Clock
 from daemon.core.errors import ChangeInFlight
-from daemon.engine.state_db import connect, transaction
+from daemon.engine.state_db import Schema, connect, transaction
 
-SCHEMA = """
+SCHEMA = Schema(
+    "actuations",
+    (
+        """
 CREATE TABLE IF NOT EXISTS actuations (
     id INTEGER PRIMARY KEY AUTOINCREMENT, target TEXT NOT NULL, policy TEXT NOT NULL,
     state TEXT NOT NULL, step TEXT NOT NULL, plan TEXT NOT NULL, facts TEXT NOT NULL,
@@ -56,7 +59,9 @@ CREATE TABLE IF NOT EXISTS quarantine_lifts (
     policy TEXT NOT NULL, target TEXT NOT NULL, since REAL NOT NULL, reason TEXT NOT NULL,
     actuation INTEGER, lifted_at REAL NOT NULL, lifted_by TEXT NOT NULL, why TEXT NOT NULL
 );
-"""
+""",
+    ),
+)
 
 _COLUMNS = "id, target, policy, state, step, plan, facts, started_at, finished_at, outcome, timings"
 

@@ -25,17 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from daemon.approvals.clicks import Click
-from daemon.approvals.errors import ApprovalError
 from daemon.approvals.records import ProposalRecord, State
 from daemon.engine.proposal_json import dump_record, load_record
-from daemon.engine.state_db import connect, transaction
+from daemon.engine.state_db import Schema, connect, transaction
 
-COMPONENT = "approvals"
-SCHEMA_VERSION = 1
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS schema_versions (
-    component TEXT PRIMARY KEY, version INTEGER NOT NULL
-);
+SCHEMA = Schema(
+    "approvals",
+    (
+        """
 CREATE TABLE IF NOT EXISTS approval_proposals (
     id TEXT PRIMARY KEY, instance TEXT NOT NULL, policy TEXT NOT NULL, state TEXT NOT NULL,
     created_at REAL NOT NULL, expires_at REAL NOT NULL, record TEXT NOT NULL,
@@ -49,7 +46,9 @@ CREATE TABLE IF NOT EXISTS approval_clicks (
     user TEXT NOT NULL, via TEXT NOT NULL, action TEXT NOT NULL, accepted INTEGER NOT NULL,
     refusal TEXT, message TEXT NOT NULL
 );
-"""
+""",
+    ),
+)
 _COLUMNS = "record, revision, dirty, slack_channel, slack_ts, post_attempts, replied"
 
 
@@ -81,7 +80,6 @@ class ProposalStore:
 
     def __init__(self, path: Path) -> None:
         self._db = connect(path, SCHEMA)
-        self._check_version(path)
 
     def close(self) -> None:
         """Close the database."""
@@ -230,22 +228,6 @@ class ProposalStore:
     def _select(self, where: str, args: tuple[Any, ...]) -> list[StoredProposal]:
         rows = self._db.execute(f"SELECT {_COLUMNS} FROM approval_proposals {where}", args)  # noqa: S608 - constant SQL
         return [_stored(row) for row in rows]
-
-    def _check_version(self, path: Path) -> None:
-        with self._transaction():
-            row = self._db.execute(
-                "SELECT version FROM schema_versions WHERE component = ?", (COMPONENT,)
-            ).fetchone()
-            if row is None:
-                self._db.execute(
-                    "INSERT INTO schema_versions VALUES (?, ?)", (COMPONENT, SCHEMA_VERSION)
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
-                message = (
-                    f"{path}: the approvals tables are at schema version {row[0]}, newer than "
-                    f"this governor's {SCHEMA_VERSION}; run the newer governor"
-                )
-                raise ApprovalError(message)
 
     def _transaction(self) -> AbstractContextManager[None]:
         return transaction(self._db)

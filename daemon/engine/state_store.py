@@ -12,20 +12,22 @@ at load time, so a cooldown that had 10 minutes left still has them after a rest
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from daemon.engine.state_db import transaction
+from daemon.engine.state_db import Schema, connect, transaction
 from daemon.policy.decisions import Decision
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.tick import StateKey
 
-SCHEMA = """
+SCHEMA = Schema(
+    "policies",
+    (
+        """
 CREATE TABLE IF NOT EXISTS policy_state (
     policy TEXT NOT NULL, target TEXT NOT NULL, phase TEXT NOT NULL, since REAL,
     clearing_since REAL, last_action_at REAL, actions TEXT NOT NULL, blocked_by TEXT,
@@ -39,18 +41,16 @@ CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, policy TEXT NOT NULL,
     target TEXT NOT NULL, kind TEXT NOT NULL, guard TEXT, body TEXT NOT NULL
 );
-"""
+""",
+    ),
+)
 
 
 class StateStore:
     """SQLite-backed state; ``offset`` converts monotonic times to wall-clock ones (+offset)."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.executescript(SCHEMA)
+        self._db = connect(path, SCHEMA)
 
     def close(self) -> None:
         """Close the database."""

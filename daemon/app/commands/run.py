@@ -75,6 +75,7 @@ async def _serve(
     from actuators.http_log_level.actuator import HttpLogLevelActuator
     from actuators.vllm.actuator import VllmActuator
     from daemon.engine.governor import Governor
+    from daemon.engine.state_db import StateSchemaError
 
     try:
         governor = Governor(
@@ -88,6 +89,9 @@ async def _serve(
         )
     except ConfigError as exc:  # e.g. a policy directory that is missing or cannot be read
         return _config_broken(exc)
+    except StateSchemaError as exc:  # the state directory was written by a newer governor
+        print(f"vllm-governor: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
     deadline_s = loaded.config.governor.shutdown_deadline_s
     loop = asyncio.get_running_loop()
 
