@@ -46,20 +46,29 @@ log = logging.getLogger("simulator.server")
 
 def run_server(plan: ServePlan) -> int:
     """Run the server until SIGTERM; return the exit status."""
-    return asyncio.run(_serve(plan))
+    return asyncio.run(_serve_until_signalled(plan))
 
 
-async def _serve(plan: ServePlan) -> int:
+async def _serve_until_signalled(plan: ServePlan) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _on_signal, signum, stop)
+    return await serve(plan, stop)
+
+
+async def serve(plan: ServePlan, stop: asyncio.Event) -> int:
+    """Load, serve, and drain once ``stop`` is set (as on SIGTERM); return the exit status.
+
+    Everything runs on the loop's clock, so on a virtual-time loop
+    (:mod:`daemon.core.virtual_time`'s kind) the server runs as fast as it can be computed.
+    """
     if await _stopped_while_loading(plan, stop):
         log.info("stopped while loading")
         if plan.summary is not None:
             _append(plan, _settings_of(plan), None, ledger=RunLedger(), preemptions=0, load=None)
         return EXIT_OK
-    clock = LoopClock(loop)
+    clock = LoopClock(asyncio.get_running_loop())
     engine = Engine(plan.profile, plan.settings, now=clock.now())
     registry = _registry()
     metrics = None
