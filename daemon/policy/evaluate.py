@@ -8,6 +8,8 @@ Semantics, in the order they apply:
   result (CEL settles ``true || x`` without ``x``), the result is *no data* and ``on_no_data``
   decides: ``hold`` changes nothing at all, ``assume_ok`` reads it as false,
   ``assume_bad`` as true, but a policy firing on missing data only alerts, it never acts.
+  An implausible value (outside its signal's domain, :mod:`daemon.sources.domains`) is no
+  value either: the view lacks it, and says why in ``implausible``.
 * When ``when`` or ``clear`` fails to evaluate (an integer division by zero, CEL's iteration
   budget exceeded), that is an *error*, not no data: the policy holds (its phase, its timers)
   and carries the message in its state; an ``error`` decision is recorded once per message.
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -60,11 +62,14 @@ class TargetView:
         signals: Every signal with a fresh value: floats, or maps of floats for host and GPU
             series. A name absent from here has no fresh data.
         knobs: The current value of each knob, when known.
+        implausible: Signals whose fresh value was implausible, with the reason; they are
+            absent from ``signals``, so evaluation treats them as no data.
     """
 
     target: str
     signals: Mapping[str, Any]
     knobs: Mapping[str, float]
+    implausible: Mapping[str, str] = field(default_factory=dict)
 
 
 def evaluate(
@@ -314,15 +319,28 @@ def _truth(expression: Expression, view: TargetView) -> bool | None:
 
 
 def condition_result(expression: Expression, view: TargetView) -> tuple[str, str | None]:
-    """What a condition says on ``view`` now: ``true``, ``false``, ``no_data`` or ``error``.
+    """What a condition says on ``view`` now, and why when it cannot say.
 
-    The second item is the error's message when it is one.
+    One of ``true``, ``false``, ``no_data``, ``implausible`` or ``error``. ``implausible`` is
+    no data because a signal it reads had an implausible value; the second item is then the
+    reasons (``running: -3 is outside its domain...``), and the message of an error.
     """
     try:
         truth = _truth(expression, view)
     except EvaluationError as exc:
         return "error", str(exc)
-    return ("no_data" if truth is None else str(truth).lower()), None
+    if truth is None:
+        reasons = implausible_reasons(expression, view)
+        return ("implausible", reasons) if reasons else ("no_data", None)
+    return str(truth).lower(), None
+
+
+def implausible_reasons(expression: Expression, view: TargetView) -> str | None:
+    """Why the signals ``expression`` reads are implausible on ``view``; None when none is."""
+    names = sorted(name for name in expression.signals if name in view.implausible)
+    if not names:
+        return None
+    return "; ".join(f"{name}: {view.implausible[name]}" for name in names)
 
 
 def _evidence(

@@ -2,11 +2,13 @@
 
     explain_policy(spec, states, views, now, wall) -> {"policy", "description", "targets"}
 
-For each target the policy applies to: its condition and what it says now, the value of each
-signal it reads, its phase and for how long, and what the next evaluation would decide (the
-evaluation itself, run on a copy of the state). A policy whose condition holds but not yet for
-its ``for`` says when it will fire (``fires_in_s``), if the condition keeps holding; a firing
-policy whose exit condition holds says when it will resolve (``resolves_in_s``).
+For each target the policy applies to: its condition and what it says now (``implausible`` when
+a signal it reads has an implausible value, the reasons in ``implausible``: the policy then
+treats it as no data and never acts on it), the value of each signal it reads, its phase and
+for how long, and what the next evaluation would decide (the evaluation itself, run on a copy
+of the state). A policy whose condition holds but not yet for its ``for`` says when it will
+fire (``fires_in_s``), if the condition keeps holding; a firing policy whose exit condition
+holds says when it will resolve (``resolves_in_s``).
 
 The running daemon answers with its own states and signals; without a daemon, the CLI answers
 with a fresh state on signals it collects itself (what a governor started now would decide).
@@ -52,10 +54,14 @@ def _target(
 ) -> dict[str, Any]:
     after, decisions = evaluate(spec, state, view, now, wall)
     result, error = condition_result(spec.when, view)
+    implausible = {
+        name: view.implausible[name] for name in sorted(spec.when.signals & view.implausible.keys())
+    }
     return {
         "condition": spec.when.source,
         "result": result,
-        "error": error,
+        "error": None if result == "implausible" else error,
+        "implausible": implausible,
         "signals": {name: view.signals.get(name) for name in sorted(spec.when.signals)},
         "phase": state.phase.value,
         "held_for_s": None if state.since is None else round(now - state.since, 1),

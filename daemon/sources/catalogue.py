@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from daemon.sources.declarations import SignalDeclaration, unit_of
 from daemon.sources.derived import DERIVED_SIGNALS
+from daemon.sources.domains import COUNT, FLAG, NON_NEGATIVE, RATIO, Domain
 
 # The source of the gate's signals (HAProxy, through ``[vllm.gate]``); the others are vLLM's.
 GATE_PREFIX = "gate_"
@@ -32,14 +33,16 @@ class CatalogueEntry:
         name: The short name (``kv_usage``).
         series: The canonical series read as is, for gauges; None for derived signals.
         derived: The derived signal computed over the window; None for gauges.
-        only: Labels the series must carry (``finished_reason=error`` for ``errors_per_s``).
         meaning: One line for people.
+        domain: The values it can plausibly take (:mod:`daemon.sources.domains`).
+        only: Labels the series must carry (``finished_reason=error`` for ``errors_per_s``).
     """
 
     name: str
     series: str | None
     derived: str | None
     meaning: str
+    domain: Domain
     only: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -50,33 +53,44 @@ class CatalogueEntry:
     def declaration(self) -> SignalDeclaration:
         """The entry as a per-target scalar signal of its source."""
         return SignalDeclaration(
-            self.name, self.source, self.meaning, unit_of(self.name), per_target=True
+            self.name,
+            self.source,
+            self.meaning,
+            unit_of(self.name),
+            per_target=True,
+            declared_domain=self.domain,
         )
 
 
-def _gauge(name: str, series: str, meaning: str) -> CatalogueEntry:
-    return CatalogueEntry(name, series, None, meaning)
+def _gauge(name: str, series: str, meaning: str, domain: Domain) -> CatalogueEntry:
+    return CatalogueEntry(name, series, None, meaning, domain)
 
 
 def _derived(name: str, derived: str, meaning: str, **only: str) -> CatalogueEntry:
+    """A rate of a counter or a quantile of durations: never negative, always finite."""
     if derived not in DERIVED_SIGNALS:
         message = f"{name}: unknown derived signal {derived}"
         raise ValueError(message)
-    return CatalogueEntry(name, None, derived, meaning, tuple(sorted(only.items())))
+    return CatalogueEntry(name, None, derived, meaning, NON_NEGATIVE, tuple(sorted(only.items())))
 
 
 CATALOGUE: Mapping[str, CatalogueEntry] = {
     entry.name: entry
     for entry in [
-        _gauge("running", "vllm_num_requests_running", "Requests running in the engine"),
-        _gauge("waiting", "vllm_num_requests_waiting", "Requests waiting to be scheduled"),
-        _gauge("kv_usage", "vllm_kv_cache_usage_ratio", "Share of KV cache blocks in use, 0-1"),
-        _gauge("healthy", "vllm_health_ok", "1 when /health answers 200, 0 on 503"),
-        _gauge("num_gpu_blocks", "vllm_num_gpu_blocks", "KV cache blocks allocated at start"),
+        _gauge("running", "vllm_num_requests_running", "Requests running in the engine", COUNT),
+        _gauge("waiting", "vllm_num_requests_waiting", "Requests waiting to be scheduled", COUNT),
+        _gauge(
+            "kv_usage", "vllm_kv_cache_usage_ratio", "Share of KV cache blocks in use, 0-1", RATIO
+        ),
+        _gauge("healthy", "vllm_health_ok", "1 when /health answers 200, 0 on 503", FLAG),
+        _gauge(
+            "num_gpu_blocks", "vllm_num_gpu_blocks", "KV cache blocks allocated at start", COUNT
+        ),
         _gauge(
             "gpu_memory_utilization",
             "vllm_gpu_memory_utilization",
             "vLLM's --gpu-memory-utilization",
+            RATIO,
         ),
         _derived("preemptions_per_s", "vllm_preemptions_per_s", "Preemptions per second"),
         _derived("gen_tokens_per_s", "vllm_generation_tokens_per_s", "Generated tokens/s"),
@@ -95,13 +109,16 @@ CATALOGUE: Mapping[str, CatalogueEntry] = {
         ),
         _derived("rejections_per_s", "vllm_admission_rejections_per_s", "Admission refusals/s"),
         # The admission gate (HAProxy) in front of the instance, read by its HAProxy source.
-        _gauge("gate_cap", "haproxy_server_maxconn", "Admission cap at the gate (maxconn)"),
-        _gauge("gate_in_flight", "haproxy_sessions_current", "Requests past the gate, in vLLM"),
-        _gauge("gate_queue", "haproxy_queue_current", "Requests queued at the gate"),
+        _gauge("gate_cap", "haproxy_server_maxconn", "Admission cap at the gate (maxconn)", COUNT),
+        _gauge(
+            "gate_in_flight", "haproxy_sessions_current", "Requests past the gate, in vLLM", COUNT
+        ),
+        _gauge("gate_queue", "haproxy_queue_current", "Requests queued at the gate", COUNT),
         _gauge(
             "gate_queue_time_s",
             "haproxy_queue_time_seconds",
             "Wait at the gate, seconds (HAProxy's average over its last 1024 requests)",
+            NON_NEGATIVE,
         ),
         _derived(
             "gate_refusals_per_s",

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from daemon.sources.domains import Domain, unit_domain
+
 # A name a policy can write: a CEL identifier that is not one of CEL's reserved words.
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _RESERVED = frozenset(
@@ -70,6 +72,8 @@ class SignalDeclaration:
         unit: Its unit (``seconds``, ``ratio``...), "" when it has none or it is unknown.
         key: The label that keys a map signal; None for a scalar.
         per_target: Read for each vLLM target (vLLM's own and its gate's), not shared.
+        declared_domain: The values it can plausibly take; None: those of its unit
+            (:func:`daemon.sources.domains.unit_domain`), at least a finite number.
     """
 
     name: str
@@ -78,6 +82,12 @@ class SignalDeclaration:
     unit: str = ""
     key: str | None = None
     per_target: bool = False
+    declared_domain: Domain | None = None
+
+    @property
+    def domain(self) -> Domain:
+        """Its domain: the declared one, else its unit's."""
+        return self.declared_domain or unit_domain(self.unit)
 
     @property
     def shape(self) -> str:
@@ -93,6 +103,7 @@ class SignalDeclaration:
             "key": self.key,
             "unit": self.unit,
             "per_target": self.per_target,
+            "domain": self.domain.describe(),
             "help": self.help,
         }
 

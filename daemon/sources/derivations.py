@@ -10,6 +10,12 @@ increase is measured between the oldest and the newest point inside the window a
 divides it by the time between those two points. So the window is *covered* only when those
 points are at least ``min_coverage`` of the window apart; a rate over five seconds of a
 sixty-second window (just after start-up, or when the source went quiet) is None.
+
+A counter only rises, except when its server restarts and it counts again from zero. So a
+drop is read as a reset only when it falls to near zero: to at most a tenth of the value
+before it, or to at most ``RESET_FLOOR``. Any other drop, and a value that is no count at all
+(negative, or beyond 2^53), raise :class:`~daemon.sources.domains.Implausible`: a counter read
+alternately from two exporters (1000, 999, 1000...) must not pass for 999 events per scrape.
 """
 
 from __future__ import annotations
@@ -17,12 +23,27 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
+from daemon.sources.domains import COUNT, Implausible
 from daemon.sources.samples import Sample
 
 Point = tuple[float, float]
 
 DEFAULT_MIN_COVERAGE = 0.5
 """Share of the window the points inside it must span, by default."""
+
+RESET_SHARE = 0.1
+"""A drop to at most this share of the value before it is a reset (a restart from zero).
+
+The first scrape after a restart sees what the server counted since it began to serve: the
+source polls a refusing (loading) server at its interval, so that is about one interval's
+worth, which is a tenth of the value before once the server had served ten intervals (20 s at
+the default 2 s). A restart sooner than that is read as implausible for one window: the
+governor then holds, which is the safe side.
+"""
+
+RESET_FLOOR = 10.0
+"""A drop to at most this value is a reset whatever the value before: slow counters
+(preemptions, errors) restart at a handful, which can exceed a tenth of a handful."""
 
 
 def points_of(samples: Iterable[Sample]) -> list[Point]:
@@ -63,12 +84,34 @@ def window_covered(points: Sequence[Point], window_s: float, min_coverage: float
     return len(points) >= 2 and points[-1][0] - points[0][0] >= min_coverage * window_s
 
 
+def is_reset(before: float, after: float) -> bool:
+    """Whether a counter falling from ``before`` to ``after`` restarted (fell to near zero)."""
+    return after < before and (after <= RESET_FLOOR or after <= RESET_SHARE * before)
+
+
 def _reset_aware_increase(points: Sequence[Point]) -> float:
-    """Sum of the rises between consecutive points; a drop is a restart counting from zero."""
+    """Sum of the rises between consecutive points; a reset counts from zero.
+
+    Raises:
+        Implausible: a value is no count, or the counter fell without resetting.
+    """
+    for _, value in points:
+        if (problem := COUNT.problem(value)) is not None:
+            message = f"a counter value {problem}"
+            raise Implausible(message)
     increase = 0.0
     previous = points[0][1]
     for _, value in points[1:]:
-        increase += value - previous if value >= previous else value
+        if value >= previous:
+            increase += value - previous
+        elif is_reset(previous, value):
+            increase += value
+        else:
+            message = (
+                f"the counter fell from {previous:g} to {value:g} without resetting (a reset"
+                f" falls to at most {RESET_SHARE:g} of the value before, or to {RESET_FLOOR:g})"
+            )
+            raise Implausible(message)
         previous = value
     return increase
 
@@ -82,9 +125,9 @@ def counter_increase(
 ) -> float | None:
     """How much a counter rose between the oldest and newest points inside the window.
 
-    Resets are handled like PromQL's ``increase``: when a value is lower than the one before,
-    the server restarted and the counter counted up from zero, so the lower value itself is
-    the rise since the previous point.
+    Resets are handled like PromQL's ``increase`` when they are resets: when a value falls to
+    near zero (see the module docstring), the server restarted and the counter counted up from
+    zero, so the lower value itself is the rise since the previous point.
 
     Args:
         points: ``(at, value)`` points of one counter series, oldest first.
@@ -98,6 +141,7 @@ def counter_increase(
 
     Raises:
         ValueError: ``window_s`` is not positive.
+        Implausible: a value is no count, or the counter fell without resetting.
     """
     inside = points_in_window(points, window_s, now)
     if not window_covered(inside, window_s, min_coverage):
@@ -130,6 +174,7 @@ def counter_rate(
 
     Raises:
         ValueError: ``window_s`` is not positive.
+        Implausible: a value is no count, or the counter fell without resetting.
     """
     inside = points_in_window(points, window_s, now)
     if not window_covered(inside, window_s, min_coverage):
@@ -173,6 +218,7 @@ def histogram_quantile(
 
     Raises:
         ValueError: ``q`` is outside [0, 1] or ``window_s`` is not positive.
+        Implausible: a bucket is no counter (see :func:`counter_increase`).
     """
     _check_quantile(q)
     buckets: list[tuple[float, float]] = []

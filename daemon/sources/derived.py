@@ -7,14 +7,18 @@ the time-to-first-token observations made inside the window, from bucket deltas.
 
 Nothing is derived from stale data: when the newest point of a base series is older than the
 source's staleness limit, the derived value is None even if older points still fill the window.
+Nor from implausible data: a base counter that fell without resetting, or holds a value that
+is no count, gives None with the reason (``implausible``), never a rate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from daemon.sources.derivations import counter_rate, histogram_quantile
+from daemon.sources.domains import Implausible
 from daemon.sources.samples import Labels, SeriesKey
 from daemon.sources.store import SignalStore
 
@@ -23,10 +27,15 @@ StaleAfter = Callable[[SeriesKey], float]
 
 @dataclass(frozen=True, slots=True)
 class DerivedValue:
-    """A derived value (None: not enough fresh data) and the time of its newest base point."""
+    """A derived value (None: not enough fresh data) and the time of its newest base point.
+
+    ``implausible`` says why the base data cannot be believed ("" when they can); the value is
+    then None.
+    """
 
     value: float | None
     newest_at: float | None
+    implausible: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,22 +103,34 @@ def derive(
     store: SignalStore, signal: DerivedSignal, now: float, window_s: float, stale_after: StaleAfter
 ) -> dict[Labels, DerivedValue]:
     """The derived value for every label set of the base series, None where data is lacking."""
+    results: dict[Labels, DerivedValue] = {}
     if signal.quantile is None:
-        return {
-            key.labels: DerivedValue(
-                _rate_of(store, key, now, window_s, stale_after), _newest(store, [key])
-            )
-            for key in store.keys(signal.base)
-        }
-    return {
-        labels: DerivedValue(
-            _quantile_of(
-                store, buckets, signal.quantile, now=now, window_s=window_s, stale_after=stale_after
-            ),
-            _newest(store, buckets),
+        for key in store.keys(signal.base):
+            rate = partial(_rate_of, store, key, now, window_s, stale_after)
+            results[key.labels] = _believed(rate, signal.base, _newest(store, [key]))
+        return results
+    for labels, buckets in _histograms(store, signal.base + "_bucket").items():
+        quantile = partial(
+            _quantile_of,
+            store,
+            buckets,
+            signal.quantile,
+            now=now,
+            window_s=window_s,
+            stale_after=stale_after,
         )
-        for labels, buckets in _histograms(store, signal.base + "_bucket").items()
-    }
+        results[labels] = _believed(quantile, signal.base, _newest(store, buckets))
+    return results
+
+
+def _believed(
+    compute: Callable[[], float | None], base: str, newest_at: float | None
+) -> DerivedValue:
+    """The computed value, or None with the reason when its base data are implausible."""
+    try:
+        return DerivedValue(compute(), newest_at)
+    except Implausible as exc:
+        return DerivedValue(None, newest_at, f"{base}: {exc}")
 
 
 def _newest(store: SignalStore, keys: list[SeriesKey]) -> float | None:

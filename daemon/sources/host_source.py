@@ -21,6 +21,7 @@ from typing import Self
 from daemon.core.errors import SourceError
 from daemon.sources.blocking_calls import OneCallAtATime
 from daemon.sources.declarations import SignalDeclaration
+from daemon.sources.domains import COUNT, NON_NEGATIVE
 from daemon.sources.polling import PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
 
@@ -44,10 +45,20 @@ DECLARATIONS = (
     SignalDeclaration("host_disk_used_bytes", "host", "Bytes in use", "bytes", key="path"),
     SignalDeclaration("host_disk_total_bytes", "host", "Size of the disk", "bytes", key="path"),
     *(
-        SignalDeclaration(f"host_load{m}", "host", f"Load average over {m} minute(s)")
+        SignalDeclaration(
+            f"host_load{m}",
+            "host",
+            f"Load average over {m} minute(s)",
+            declared_domain=NON_NEGATIVE,
+        )
         for m in (1, 5, 15)
     ),
-    SignalDeclaration("host_cpu_count", "host", "CPUs of the host (to normalise the load)"),
+    SignalDeclaration(
+        "host_cpu_count",
+        "host",
+        "CPUs of the host (to normalise the load)",
+        declared_domain=COUNT,
+    ),
 )
 
 

@@ -1,9 +1,12 @@
 """What the governor sees, as rows: one per signal, target and label set, with its state.
 
 This is the shape of ``vllm-governor signals --json`` and what the policy engine reads:
-``{"name", "target", "labels", "value", "source", "age_s", "state"}``, where ``state`` is
-``ok`` (a value fresh enough to act on), ``stale`` (data exists but is older than its source's
-limit; the value is withheld) or ``no_data`` (nothing yet, or not enough to cover the window).
+``{"name", "target", "labels", "value", "source", "age_s", "state", "reason"}``, where
+``state`` is ``ok`` (a value fresh enough to act on), ``stale`` (data exists but is older than
+its source's limit; the value is withheld), ``no_data`` (nothing yet, or not enough to cover
+the window) or ``implausible`` (fresh, but outside the signal's domain, or a rate of a counter
+that fell without resetting: :mod:`daemon.sources.domains`; the value is withheld and
+``reason`` names it and the domain). ``reason`` is "" in the other states.
 
 vLLM signals use the short names of :mod:`daemon.sources.catalogue` and the instance name as
 ``target``; a data-parallel server has one row for the whole server (no ``engine`` label) and
@@ -20,12 +23,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from daemon.sources.catalogue import CATALOGUE, CatalogueEntry
-from daemon.sources.declarations import SignalDeclaration
+from daemon.sources.declarations import SignalDeclaration, unit_of
 from daemon.sources.derived import DERIVED_SIGNALS, derive
+from daemon.sources.domains import Domain, unit_domain
+from daemon.sources.registry import BUILTIN
 from daemon.sources.samples import Labels, SeriesKey
-from daemon.sources.store import Freshness, SignalStore
+from daemon.sources.store import Freshness, Reading, SignalStore
 
-OK, STALE, NO_DATA = "ok", "stale", "no_data"
+OK, STALE, NO_DATA, IMPLAUSIBLE = "ok", "stale", "no_data", "implausible"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +44,7 @@ class SignalRow:
     source: str | None
     age_s: float | None
     state: str
+    reason: str = ""
 
     def as_json(self) -> dict[str, Any]:
         """The row as the JSON contract spells it."""
@@ -90,15 +96,16 @@ def _gauge_rows(
     assert entry.series is not None
     for key in store.keys(entry.series, instance=target):
         reading = store.reading(key, context.now, context.stale_after(key))
-        state = {Freshness.FRESH: OK, Freshness.STALE: STALE}.get(reading.freshness, NO_DATA)
+        value, state, reason = _judged(reading, entry.domain)
         yield SignalRow(
             entry.name,
             target,
             _shown_labels(key.labels),
-            reading.value,
+            value,
             store.source_of(key),
             _rounded(reading.age_s),
             state,
+            reason,
         )
 
 
@@ -118,27 +125,55 @@ def _derived_rows(
         age = None if result.newest_at is None else context.now - result.newest_at
         stale = base is not None and age is not None and age > context.stale_after(base)
         state = OK if result.value is not None else STALE if stale else NO_DATA
+        value, reason = result.value, result.implausible
+        if not reason and value is not None:
+            reason = entry.domain.problem(value) or ""
+        if reason:
+            value, state = None, IMPLAUSIBLE
         shown = {k: v for k, v in _shown_labels(labels).items() if k not in dict(entry.only)}
         source = store.source_of(base) if base is not None else None
-        yield SignalRow(entry.name, target, shown, result.value, source, _rounded(age), state)
+        yield SignalRow(entry.name, target, shown, value, source, _rounded(age), state, reason)
 
 
 def _other_rows(store: SignalStore, context: ViewContext) -> Iterable[SignalRow]:
     for name in sorted(store.names()):
         if name.startswith("vllm_"):
             continue  # shown through the catalogue
+        domain = _domain_of(name, context)
         for key in store.keys(name):
             reading = store.reading(key, context.now, context.stale_after(key))
-            state = {Freshness.FRESH: OK, Freshness.STALE: STALE}.get(reading.freshness, NO_DATA)
+            value, state, reason = _judged(reading, domain)
             yield SignalRow(
                 name,
                 None,
                 dict(key.labels),
-                reading.value,
+                value,
                 store.source_of(key),
                 _rounded(reading.age_s),
                 state,
+                reason,
             )
+
+
+def _judged(reading: Reading, domain: Domain) -> tuple[float | None, str, str]:
+    """The value shown, the state and the reason of a reading of a signal of ``domain``."""
+    if reading.freshness is Freshness.MISSING:
+        return None, NO_DATA, ""
+    if reading.freshness is Freshness.STALE or reading.value is None:
+        return None, STALE, ""
+    problem = domain.problem(reading.value)
+    if problem is not None:
+        return None, IMPLAUSIBLE, problem
+    return reading.value, OK, ""
+
+
+def _domain_of(name: str, context: ViewContext) -> Domain:
+    """The declared domain of a signal that is not the catalogue's, else its name's unit's."""
+    for declaration in context.declared:
+        if declaration.name == name:
+            return declaration.domain
+    declared = BUILTIN.get(name)
+    return declared.domain if declared is not None else unit_domain(unit_of(name))
 
 
 def _shown_labels(labels: Labels) -> dict[str, str]:

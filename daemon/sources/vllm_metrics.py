@@ -19,7 +19,10 @@ What the mapping honours:
 * Data parallel: see :func:`parse_vllm_metrics`.
 
 A page the parser rejects fails as a whole, as a Prometheus scrape does: half a page read as
-if it were the whole would make absent series look like zeros.
+if it were the whole would make absent series look like zeros. A page that shows one series
+twice (same name, same labels) is rejected too, as Prometheus rejects it ("duplicate sample
+for timestamp"): which of the two values is true cannot be known, and taking the last one
+would let a broken exporter (or two behind one address) drive the governor.
 """
 
 from __future__ import annotations
@@ -65,7 +68,6 @@ class VllmScrape:
             no aggregate sample was produced for them.
         dropped_samples: Samples of known families dropped: NaN or infinite value, or a bucket
             bound ``le`` that is not a number.
-        duplicate_series: Series that appeared more than once on the page (the last one wins).
         underscore_prefix: The page spelled ``vllm:`` as ``vllm_`` (an OpenMetrics answer).
     """
 
@@ -76,7 +78,6 @@ class VllmScrape:
     superseded_families: frozenset[str] = frozenset()
     inconsistent_signals: frozenset[str] = frozenset()
     dropped_samples: int = 0
-    duplicate_series: int = 0
     underscore_prefix: bool = False
 
     @property
@@ -204,7 +205,6 @@ class _Gathered:
     saw_vllm: bool = False
     underscore: bool = False
     dropped: int = 0
-    duplicates: int = 0
 
     def add(self, name: str, labels: dict[str, str], value: float) -> None:
         """Route one parsed sample."""
@@ -221,9 +221,9 @@ class _Gathered:
         if engine is not None:
             self.engines.add(engine)
         for route in routes:
-            self._add_routed(route, labels, value)
+            self._add_routed(route, name, labels, value)
 
-    def _add_routed(self, route: _Route, labels: dict[str, str], value: float) -> None:
+    def _add_routed(self, route: _Route, name: str, labels: dict[str, str], value: float) -> None:
         signal = route.signal
         info = signal.kind is Kind.INFO
         if info:
@@ -243,7 +243,12 @@ class _Gathered:
             return
         series = self.values.setdefault(signal.name, {}).setdefault(route.rank, {})
         if key in series:
-            self.duplicates += 1
+            shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+            message = (
+                f"duplicate series on the page of {self.instance}: {name}{{{shown}}} appears"
+                " more than once; the page is refused (which value is true cannot be known)"
+            )
+            raise MetricsParseError(message, detail="duplicate-series")
         series[key] = (value, aggregate)
         self.families[signal.name, route.rank] = route.family
 
@@ -311,8 +316,8 @@ def parse_vllm_metrics(text: str, *, instance: str, at: float, source: str) -> V
         The canonical samples and diagnostics about the page.
 
     Raises:
-        MetricsParseError: The text is not a Prometheus text page, or holds no ``vllm:``
-            metrics at all.
+        MetricsParseError: The text is not a Prometheus text page, holds no ``vllm:``
+            metrics at all, or shows one series twice.
     """
     gathered = _Gathered(instance)
     for family in _families(text):
@@ -356,7 +361,6 @@ def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
         superseded_families=frozenset(superseded),
         inconsistent_signals=frozenset(inconsistent),
         dropped_samples=gathered.dropped,
-        duplicate_series=gathered.duplicates,
         underscore_prefix=gathered.underscore,
     )
 

@@ -40,8 +40,18 @@ def _signals(config: Path, *extra: str) -> dict[str, Any]:
 
 def _check_contract(answer: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for row in answer["signals"]:
-        assert set(row) == {"name", "target", "labels", "value", "source", "age_s", "state"}
-        assert row["state"] in ("ok", "stale", "no_data")
+        assert set(row) == {
+            "name",
+            "target",
+            "labels",
+            "value",
+            "source",
+            "age_s",
+            "state",
+            "reason",
+        }
+        assert row["state"] in ("ok", "stale", "no_data", "implausible")
+        assert bool(row["reason"]) == (row["state"] == "implausible")
         if row["state"] != "ok":
             assert row["value"] is None
     main = {

@@ -112,7 +112,7 @@ def test_v0_33_page_gives_every_canonical_signal() -> None:
     assert values(scrape, "vllm_gpu_memory_utilization")[labels()] == 0.9
     assert values(scrape, "vllm_block_size")[labels()] == 16.0
     assert scrape.unknown_families == frozenset()
-    assert scrape.dropped_samples == scrape.duplicate_series == 0
+    assert scrape.dropped_samples == 0
     assert not scrape.underscore_prefix
 
 
@@ -272,11 +272,12 @@ def test_engines_that_disagree_on_a_setting_give_no_aggregate_for_it() -> None:
     assert values(scrape, "vllm_num_gpu_blocks")[labels()] == 29205.0
 
 
-def test_duplicated_series_count_once() -> None:
+def test_a_duplicated_series_rejects_the_page() -> None:
+    # Before (issue 15, finding 3): the last one won, silently, and the source stayed up.
     line = 'vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-8B"} 12.0\n'
-    scrape = parse(V0_33.replace(line, line + line))
-    assert values(scrape, "vllm_num_requests_running")[labels(model_name=QWEN)] == 12.0
-    assert scrape.duplicate_series == 1
+    with pytest.raises(MetricsParseError, match="duplicate series") as raised:
+        parse(V0_33.replace(line, line + line))
+    assert raised.value.detail == "duplicate-series"
 
 
 def test_unknown_vllm_families_are_reported_and_other_families_ignored() -> None:
