@@ -7,6 +7,8 @@ series twice was read with the source ``up``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,18 @@ def _eventually(check: Any, timeout_s: float = 20.0) -> Any:
             return result
         time.sleep(0.2)
     raise AssertionError("condition not reached in time")
+
+
+def _cli(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "daemon.app.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
 
 
 def _rows(socket: Path) -> dict[str, dict[str, Any]]:
@@ -93,6 +107,9 @@ def test_implausible_values_are_shown_with_the_reason_and_never_acted_on(
                 assert explained["would"] == []
             explained = call_daemon(socket, "explain", policy="full")["targets"]["main"]
             assert explained["implausible"] == {"kv_usage": rows["kv_usage"]["reason"]}
+            text = _cli("explain", "full", "--socket", str(socket))
+            assert "now: implausible" in text
+            assert f"kv_usage = implausible ({rows['kv_usage']['reason']}): no data" in text
 
             # The same policy on a plausible full cache fires and tries to act: the test would
             # have seen it above.

@@ -144,8 +144,12 @@ def render(answer: dict[str, Any]) -> list[str]:
             lines.append(f"    now: {view['result']}")
         if view.get("error"):
             lines.append(f"    error: {view['error']} (the policy holds until it evaluates again)")
+        implausible = view.get("implausible", {})
         for name, value in view["signals"].items():
-            lines.append(f"      {name} = {'no data' if value is None else value}")
+            shown = "no data" if value is None else value
+            if name in implausible:
+                shown = f"implausible ({implausible[name]}): no data"
+            lines.append(f"      {name} = {shown}")
         if view["held_for_s"] is not None:
             lines.append(f"    in this phase for {view['held_for_s']} s")
         lines.extend(_when_next(answer, view))
