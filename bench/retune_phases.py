@@ -34,10 +34,10 @@ from daemon.core.settings import (
     NvmlSourceSection,
     SourcesSection,
 )
-from daemon.engine.journal_store import SqliteJournal
-from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.signal_windows import StoreSignalWindows
-from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.evaluation.signal_windows import StoreSignalWindows
+from daemon.engine.runtime.supervisor import EternalTask, Readiness
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.support.supervised_sim import SupervisedSim, supervised_sim
 
 PHASES = (

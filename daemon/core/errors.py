@@ -25,8 +25,8 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     │   ├── ProposalError           a decision that cannot become a proposal
     │   ├── InvalidTransition       a proposal asked to move where its state machine forbids
     │   ├── UnverifiedRequest       an interactivity request failed its signature or replay check
-    │   └── SlackCallFailed         (daemon/engine/slack_api.py) a Slack Web API call failed
-    │                               after its retries
+    │   └── SlackCallFailed         (daemon/engine/approvals/slack/slack_api.py) a Slack Web
+    │                               API call failed after its retries
     ├── BacktestError               (daemon/app/backtest/errors.py) a recording, a Prometheus
     │                               range or an option the backtest cannot use
     ├── DemoError                   (daemon/app/demo/children.py) a piece of the demo could

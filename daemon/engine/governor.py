@@ -27,29 +27,29 @@ from daemon.core.reload_scope import restart_only_changes
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
-from daemon.engine.actuation_plane import ActuationPlane, ActuatorFactory
-from daemon.engine.admission_loop import admission_loop
-from daemon.engine.approval_commands import approval_handlers
-from daemon.engine.approval_recheck import PolicyLens
-from daemon.engine.approvals_plane import ApprovalsPlane
-from daemon.engine.control_server import Caller, Handler, serve_control_socket
-from daemon.engine.evaluator import Evaluator, EvaluatorMetrics
-from daemon.engine.log_level_plane import LogLevelFactory
-from daemon.engine.notifiers import MqttNotifier, Notifications, SlackNotifier
-from daemon.engine.own_metrics import (
+from daemon.engine.actuation.actuation_plane import ActuationPlane, ActuatorFactory
+from daemon.engine.actuation.admission_loop import admission_loop
+from daemon.engine.actuation.log_level_plane import LogLevelFactory
+from daemon.engine.actuation.router import Router
+from daemon.engine.approvals.approval_commands import approval_handlers
+from daemon.engine.approvals.approval_recheck import PolicyLens
+from daemon.engine.approvals.approvals_plane import ApprovalsPlane
+from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
+from daemon.engine.evaluation.policy_ledger import PolicyLedger
+from daemon.engine.evaluation.policy_plane import STATE_FILE, PolicyPlane
+from daemon.engine.evaluation.recorder import Recorder
+from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
+from daemon.engine.runtime.notifiers import MqttNotifier, Notifications, SlackNotifier
+from daemon.engine.runtime.own_metrics import (
     OwnMetrics,
     StateReading,
     create_own_metrics,
     serve_metrics,
 )
-from daemon.engine.policy_ledger import PolicyLedger
-from daemon.engine.policy_plane import STATE_FILE, PolicyPlane
-from daemon.engine.recorder import Recorder
-from daemon.engine.router import Router
-from daemon.engine.service_manager import ServiceManager
-from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.state_store import StateStore
-from daemon.engine.supervisor import EternalTask, Readiness, supervise
+from daemon.engine.runtime.service_manager import ServiceManager
+from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
+from daemon.engine.storage.state_store import StateStore
 from daemon.policy.views import target_views
 
 log = logging.getLogger(__name__)

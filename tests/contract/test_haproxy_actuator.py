@@ -21,8 +21,8 @@ from daemon.api import (
     VllmInstance,
 )
 from daemon.core.gate_settings import GateSettings
-from daemon.engine.cap_journal import SqliteCapJournal
-from daemon.engine.haproxy_gate import HaproxyGate
+from daemon.engine.actuation.haproxy_gate import HaproxyGate
+from daemon.engine.storage.cap_journal import SqliteCapJournal
 from tests.support.haproxy import BACKEND, SERVER, Haproxy, render_reference_config
 from tests.support.services import free_port, require_command
 from tests.support.sim_serve import SimProcess, sim_serve

@@ -15,7 +15,7 @@ import pytest
 
 from actuators.http_log_level.actuator import HttpLogLevelActuator
 from daemon.api import ABANDONED, DONE, REVERTED, ChangeRequest, HttpLogLevelTarget, SystemClock
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.support.envoy_admin import EnvoyAdmin
 from tests.support.hostile_metrics import HostileServer, ok_head, trickle
 

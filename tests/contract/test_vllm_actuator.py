@@ -28,7 +28,7 @@ from daemon.api import (
     SystemClock,
     VllmInstance,
 )
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.support.live_windows import live_windows
 from tests.support.supervised_sim import SupervisedSim, supervised_sim
 

@@ -17,8 +17,8 @@ import pytest
 from actuators.vllm.actuator import VllmActuator
 from daemon.api import DONE, ChangeRequest, SystemClock, VllmInstance
 from daemon.core.gate_settings import GateSettings
-from daemon.engine.haproxy_gate import gate_of
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.actuation.haproxy_gate import gate_of
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.contract.test_vllm_actuator import FORWARD, instance_of, steps_of
 from tests.support.completions_load import Load
 from tests.support.haproxy import BACKEND, SERVER, Haproxy, StatusWatch, gate_in_front

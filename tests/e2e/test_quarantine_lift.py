@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from daemon.core.clock import SystemClock
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.support.daemon import running_daemon, write_config
 
 

@@ -17,8 +17,8 @@ from prometheus_client import CollectorRegistry
 
 from actuators.haproxy.actuator import HaproxyActuator
 from daemon.core.settings import GovernorConfig
-from daemon.engine.admission_loop import AdmissionLoop
-from daemon.engine.cap_journal import SqliteCapJournal
+from daemon.engine.actuation.admission_loop import AdmissionLoop
+from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.policy.loading import parse_policy
 from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState

@@ -14,7 +14,7 @@ import pytest
 
 from actuators.vllm.freezes import freeze_reason as actuator_freeze_reason
 from daemon.core.clock import SystemClock
-from daemon.engine.freeze_files import remove_freeze, write_freeze
+from daemon.engine.actuation.freeze_files import remove_freeze, write_freeze
 from tests.support.slack_double import SlackDouble, block_actions, post, signed_request
 from tests.support.slack_double.approvals_rig import (
     ALICE,

@@ -14,8 +14,8 @@ import pytest_asyncio
 
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ControlError
-from daemon.engine.control_server import Caller, serve_control_socket
-from daemon.engine.supervisor import Readiness
+from daemon.engine.runtime.control_server import Caller, serve_control_socket
+from daemon.engine.runtime.supervisor import Readiness
 
 
 async def _echo(request: ControlRequest, caller: Caller) -> dict[str, Any]:

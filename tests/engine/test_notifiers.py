@@ -8,8 +8,8 @@ from collections.abc import Mapping
 import pytest
 from prometheus_client import CollectorRegistry
 
-from daemon.engine.notifiers import MqttNotifier, Notifications, SlackNotifier
-from daemon.engine.supervisor import EternalTask, Readiness, supervise
+from daemon.engine.runtime.notifiers import MqttNotifier, Notifications, SlackNotifier
+from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
 from daemon.policy.decisions import Decision, DecisionKind, Evidence
 
 

@@ -13,9 +13,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from daemon.engine import own_metrics
-from daemon.engine.own_metrics import OwnMetrics, StateReading, create_own_metrics, serve_metrics
-from daemon.engine.supervisor import Readiness
+from daemon.engine.runtime import own_metrics
+from daemon.engine.runtime.own_metrics import (
+    OwnMetrics,
+    StateReading,
+    create_own_metrics,
+    serve_metrics,
+)
+from daemon.engine.runtime.supervisor import Readiness
 from tests.support.services import free_port
 
 

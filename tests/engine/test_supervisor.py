@@ -5,7 +5,7 @@ import asyncio
 import pytest
 
 from daemon.core.errors import TaskCrashedError
-from daemon.engine.supervisor import EternalTask, Readiness, supervise
+from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
 
 
 class Journal:

@@ -19,8 +19,8 @@ from actuators.vllm.config_text import read_yaml_options
 from actuators.vllm.registry import V0_32, VersionRegistry
 from daemon.api import DONE, REVERTED, ChangeRequest, Envelope, SystemClock, VllmInstance
 from daemon.core.gate_settings import GateSettings
-from daemon.engine.haproxy_gate import gate_of
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.actuation.haproxy_gate import gate_of
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.support.completions_load import Outcome
 from tests.support.haproxy import BACKEND, SERVER, StatusWatch, gate_in_front
 from tests.support.live_windows import live_windows

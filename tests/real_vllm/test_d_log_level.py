@@ -9,7 +9,7 @@ import pytest
 
 from actuators.vllm.actuator import VllmActuator
 from daemon.api import DONE, ChangeRequest, SystemClock
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 from tests.real_vllm.test_b_actuation import instance_of
 from tests.support.live_windows import live_windows
 from tests.support.real_vllm import RealVllm

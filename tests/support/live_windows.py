@@ -15,9 +15,9 @@ from daemon.core.settings import (
     NvmlSourceSection,
     SourcesSection,
 )
-from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.signal_windows import StoreSignalWindows
-from daemon.engine.supervisor import EternalTask, Readiness
+from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.evaluation.signal_windows import StoreSignalWindows
+from daemon.engine.runtime.supervisor import EternalTask, Readiness
 
 
 @asynccontextmanager

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from daemon.core.errors import ChangeInFlight
-from daemon.engine.journal_store import SqliteJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 
 
 class FixedClock:

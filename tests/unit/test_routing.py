@@ -3,7 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from daemon.core.settings import VllmInstance
-from daemon.engine.routing import route
+from daemon.engine.actuation.routing import route
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 
 ACTUATED = VllmInstance(

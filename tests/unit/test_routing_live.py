@@ -8,7 +8,7 @@ import pytest
 
 from daemon.core.errors import ConfigError
 from daemon.core.http_log_level_settings import HttpLogLevelTarget
-from daemon.engine.routing import route
+from daemon.engine.actuation.routing import route
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.loading import load_policy
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from daemon.engine.journal_store import SCHEMA as JOURNAL
-from daemon.engine.proposal_store import SCHEMA as APPROVALS
-from daemon.engine.state_db import Schema, StateSchemaError, connect, schema_version
-from daemon.engine.state_store import SCHEMA as POLICIES
+from daemon.engine.storage.journal_store import SCHEMA as JOURNAL
+from daemon.engine.storage.proposal_store import SCHEMA as APPROVALS
+from daemon.engine.storage.state_db import Schema, StateSchemaError, connect, schema_version
+from daemon.engine.storage.state_store import SCHEMA as POLICIES
 
 V1 = "CREATE TABLE IF NOT EXISTS things (id INTEGER PRIMARY KEY, name TEXT NOT NULL);"
 V2 = "ALTER TABLE things ADD COLUMN colour TEXT NOT NULL DEFAULT 'grey';\nCREATE INDEX by_name ON things (name);"

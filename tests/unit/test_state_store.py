@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from daemon.engine.state_store import StateStore
+from daemon.engine.storage.state_store import StateStore
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.planner import KnobHistory
 from daemon.policy.state import Phase, PolicyState

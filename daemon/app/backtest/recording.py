@@ -1,4 +1,4 @@
-"""Reading recordings: the JSON lines of :mod:`daemon.engine.recorder`, back into views.
+"""Reading recordings: the JSON lines of :mod:`daemon.engine.evaluation.recorder`, back into views.
 
 Several files may be given (a rotated ``recording.jsonl.2``, ``.1``, then ``recording.jsonl``);
 their ticks are replayed in the order of the files and lines. A line that is not a complete
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.backtest.errors import BacktestError
-from daemon.engine.recorder import FORMAT
+from daemon.engine.evaluation.recorder import FORMAT
 from daemon.policy.evaluate import TargetView
 
 

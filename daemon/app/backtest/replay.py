@@ -1,17 +1,18 @@
 """The replay: recorded ticks through the real policy core, as the evaluator would run them.
 
-At each recorded tick, as :class:`~daemon.engine.evaluator.Evaluator` does:
+At each recorded tick, as :class:`~daemon.engine.evaluation.evaluator.Evaluator` does:
 
 1. the recorded views (fresh signals, knob values as recorded) go to
    :func:`daemon.policy.tick.tick` with the envelopes of the configuration, the policy states
    and the knobs' histories (dwell, hourly budgets);
-2. the accepted intents go through the routing (:func:`daemon.engine.routing.route`):
+2. the accepted intents go through the routing (:func:`daemon.engine.actuation.routing.route`):
    risk ``auto`` would be applied, risk ``approval`` would wait for a person, and what the
    routing refuses (a server without ``config_path``, an unknown operation) is blocked there;
 3. an ``auto`` change enters its knobs' histories as the daemon enters an applied change
-   (:func:`daemon.engine.policy_ledger.changed_histories`), so the next ticks meet dwell and
-   budgets as they would have. The knob values stay as recorded: what the server would have
-   done after a change is not known, so a backtest shows decisions, not their consequences.
+   (:func:`daemon.engine.evaluation.policy_ledger.changed_histories`), so the next ticks meet
+   dwell and budgets as they would have. The knob values stay as recorded: what the server
+   would have done after a change is not known, so a backtest shows decisions, not their
+   consequences.
 
 What happens after the routing (the actuator's preflight: one change in flight, freezes, the
 restart budget; verification and reverts) is not replayed: it needs the server.
@@ -26,8 +27,8 @@ from typing import Any
 
 from daemon.app.backtest.recording import RecordedTick
 from daemon.core.settings import Envelope, VllmInstance
-from daemon.engine.policy_ledger import changed_histories
-from daemon.engine.routing import route
+from daemon.engine.actuation.routing import route
+from daemon.engine.evaluation.policy_ledger import changed_histories
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.spec import PolicySpec

@@ -102,7 +102,7 @@ def _by_hand(args: argparse.Namespace) -> list[dict[str, Any]]:
     from daemon.core.actuation import ChangeRequest
     from daemon.core.clock import SystemClock
     from daemon.core.config_files import load_config
-    from daemon.engine.journal_store import SqliteJournal
+    from daemon.engine.storage.journal_store import SqliteJournal
 
     config = load_config(args.config)
     instance = next((v for v in config.vllm if v.name == args.instance), None)

@@ -231,7 +231,7 @@ def _knobs(texts: list[str]) -> dict[str, dict[str, float]]:
 
 def _save(path: Path | None, outcome: Outcome) -> None:
     from daemon.app.backtest.errors import BacktestError
-    from daemon.engine.recorder import encode_tick
+    from daemon.engine.evaluation.recorder import encode_tick
 
     if path is None:
         return

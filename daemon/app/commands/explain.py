@@ -94,7 +94,7 @@ def _without_daemon(config: GovernorConfig, args: argparse.Namespace) -> dict[st
     """The explanation from a fresh state on signals collected here for ``--window`` seconds."""
     from actuators.vllm.knob_reader import KnobReader
     from daemon.core.clock import SystemClock
-    from daemon.engine.one_off import collect_once
+    from daemon.engine.evaluation.one_off import collect_once
     from daemon.policy.explanations import explain_policy
     from daemon.policy.loading import load_policies
     from daemon.policy.views import target_views

@@ -75,7 +75,7 @@ async def _serve(
     from actuators.http_log_level.actuator import HttpLogLevelActuator
     from actuators.vllm.actuator import VllmActuator
     from daemon.engine.governor import Governor
-    from daemon.engine.state_db import StateSchemaError
+    from daemon.engine.storage.state_db import StateSchemaError
 
     try:
         governor = Governor(

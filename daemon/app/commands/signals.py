@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def main(args: argparse.Namespace) -> int:
     """Print the signals."""
     from daemon.core.config_files import load_config
-    from daemon.engine.one_off import collect_once
+    from daemon.engine.evaluation.one_off import collect_once
 
     try:
         config = load_config(args.config)

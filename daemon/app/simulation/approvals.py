@@ -2,10 +2,10 @@
 
 ``--approval-delay SECONDS`` is how long a person takes to click; ``--approval-answer`` is what
 they click. An approval is judged at click time as the daemon judges it
-(:class:`daemon.engine.approval_recheck.PolicyLens`): the proposing policy's condition must
-still hold and every knob must still have the value the proposal was made from; otherwise the
-proposal is withdrawn. An approved proposal then goes through the actuation protocol's
-preflight like any change. One proposal per (policy, instance) is pending at a time.
+(:class:`daemon.engine.approvals.approval_recheck.PolicyLens`): the proposing policy's condition
+must still hold and every knob must still have the value the proposal was made from; otherwise the
+proposal is withdrawn. An approved proposal then goes through the actuation protocol's preflight
+like any change. One proposal per (policy, instance) is pending at a time.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from enum import StrEnum
 from daemon.app.simulation.actuation import VirtualActuator
 from daemon.app.simulation.events import APPROVED, PROPOSED, REJECTED, WITHDRAWN, EventLog
 from daemon.core.actuation import ChangeRequest
-from daemon.engine.approval_recheck import PolicyLens
+from daemon.engine.approvals.approval_recheck import PolicyLens
 
 
 class Answer(StrEnum):

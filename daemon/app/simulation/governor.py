@@ -1,12 +1,12 @@
 """The governor in virtual time: the real policy engine, planner, gate routing and protocol.
 
-Every second of virtual time the sources scrape (:class:`Observer`), the change in flight moves
-on (:class:`VirtualActuator`) and due approvals are answered (:class:`SimulatedApprovals`).
-Every ``evaluation_interval_s`` the real :func:`daemon.policy.tick.tick` runs on the target's
-view with the config's envelopes and the knobs' history, and the real
-:func:`daemon.engine.routing.route` sends the accepted intents to the actuator (risk ``auto``) or
-to the approvals (risk ``approval``); quarantined policies are blocked there. While a policy
-with an ``admission`` action fires on the target, its fast loop (:class:`CapLoop`) moves the
+Every second of virtual time the sources scrape (:class:`Observer`), the change in flight moves on
+(:class:`VirtualActuator`) and due approvals are answered (:class:`SimulatedApprovals`). Every
+``evaluation_interval_s`` the real :func:`daemon.policy.tick.tick` runs on the target's view with
+the config's envelopes and the knobs' history, and the real
+:func:`daemon.engine.actuation.routing.route` sends the accepted intents to the actuator (risk
+``auto``) or to the approvals (risk ``approval``); quarantined policies are blocked there. While a
+policy with an ``admission`` action fires on the target, its fast loop (:class:`CapLoop`) moves the
 gate's cap every ``interval_s``; when it stops firing the gate opens back to max-num-seqs.
 """
 
@@ -20,8 +20,8 @@ from daemon.app.simulation.approvals import Answer, SimulatedApprovals
 from daemon.app.simulation.events import EventLog
 from daemon.app.simulation.observe import Observer
 from daemon.core.settings import Envelope, VllmInstance
-from daemon.engine.approval_recheck import PolicyLens
-from daemon.engine.routing import route
+from daemon.engine.actuation.routing import route
+from daemon.engine.approvals.approval_recheck import PolicyLens
 from daemon.policy.evaluate import TargetView
 from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState

@@ -33,10 +33,10 @@ from daemon.core.settings import (
     SourcesSection,
     VllmInstance,
 )
-from daemon.engine.actuation_plane import ActuationPlane
-from daemon.engine.approvals_plane import ApprovalsPlane
-from daemon.engine.signal_plane import SignalPlane
-from daemon.engine.supervisor import supervise
+from daemon.engine.actuation.actuation_plane import ActuationPlane
+from daemon.engine.approvals.approvals_plane import ApprovalsPlane
+from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.runtime.supervisor import supervise
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from tests.support.slack_double.messages import CHANNEL
 from tests.support.slack_double.server import APP_TOKEN, BOT_TOKEN, SlackDouble

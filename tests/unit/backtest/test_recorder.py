@@ -11,7 +11,7 @@ import pytest
 
 from daemon.app.backtest.recording import read_recording
 from daemon.core.recording_settings import MIN_BYTES, RecordingSection
-from daemon.engine.recorder import Recorder
+from daemon.engine.evaluation.recorder import Recorder
 from daemon.policy.evaluate import TargetView
 
 WALL = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)

@@ -10,7 +10,7 @@ from typing import Any
 from daemon.core.config_files import parse_config
 from daemon.core.recording_settings import RecordingSection
 from daemon.core.settings import GovernorConfig
-from daemon.engine.recorder import Recorder
+from daemon.engine.evaluation.recorder import Recorder
 from daemon.policy.evaluate import TargetView
 
 START = datetime(2026, 11, 29, 10, 0, tzinfo=UTC)

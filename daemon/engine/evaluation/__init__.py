@@ -1,0 +1,1 @@
+"""What the governor sees and concludes: signals, the policies in force, their evaluator, ledger."""

@@ -1,0 +1,240 @@
+"""The signal plane: the store, the health of every source, and one polling task per source.
+
+Built from the configuration at start. A source's task reports ready after its first attempt,
+whatever the outcome, so that the evaluator starts with a first picture: a vLLM still loading
+is a known state ("starting"), not a reason to delay the daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from daemon.core.backoff import Backoff
+from daemon.core.clock import Clock
+from daemon.core.secrets import GovernorSecrets
+from daemon.core.settings import GovernorConfig
+from daemon.engine.runtime.supervisor import EternalTask, Readiness
+from daemon.sources import mqtt_signals, prometheus_signals
+from daemon.sources.declarations import SignalDeclaration
+from daemon.sources.gate_source import gate_source
+from daemon.sources.health import HealthBoard
+from daemon.sources.host_source import HostSource
+from daemon.sources.nvml_presence import nvml_library_missing
+from daemon.sources.polling import PollingRunner, PollingSource
+from daemon.sources.samples import SeriesKey
+from daemon.sources.store import SignalStore
+from daemon.sources.view import SignalRow, ViewContext, signal_rows
+from daemon.sources.vllm_source import VllmSource
+
+if TYPE_CHECKING:
+    from daemon.sources.mqtt.publisher import MqttPublisher
+    from daemon.sources.mqtt.source import MqttSource
+
+log = logging.getLogger(__name__)
+
+# For series whose source is unknown (none today): as strict as the strictest default.
+_DEFAULT_STALE_AFTER_S = 10.0
+# A failing source is retried at most this many of its intervals apart (10 s for a vLLM
+# scraped every 2 s, its default stale_after_s), instead of Backoff's minute.
+BACKOFF_INTERVALS = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class _SourceMetrics:
+    polls: Counter
+    up: Gauge
+
+
+class SignalPlane:
+    """Owns the signal store and runs the sources that fill it."""
+
+    def __init__(
+        self,
+        config: GovernorConfig,
+        clock: Clock,
+        registry: CollectorRegistry,
+        window_s: float | None = None,
+        secrets: GovernorSecrets | None = None,
+    ) -> None:
+        self._clock = clock
+        self.store = SignalStore(
+            points_per_series=config.signals.points_per_series,
+            max_series=config.signals.max_series,
+        )
+        self.health = HealthBoard()
+        self._sources, self._stale_after = _polling_sources(config)
+        self._mqtt: MqttSource | None = None
+        self.publisher: MqttPublisher | None = None
+        mqtt = config.sources.mqtt
+        if mqtt.enabled:
+            # Imported only when configured: aiomqtt/paho and prometheus-api-client (requests)
+            # cost an idle daemon about 12 MB of memory.
+            from daemon.engine.evaluation.mqtt_wiring import broker_of, mqtt_publisher, mqtt_source  # noqa: PLC0415
+
+            broker = broker_of(mqtt, secrets or GovernorSecrets())
+            self._mqtt = mqtt_source(mqtt, broker)
+            self.publisher = mqtt_publisher(mqtt, broker, clock)
+            self._stale_after["mqtt"] = mqtt.stale_after_s
+        self._declared = _configured_declarations(config)
+        self._window_s = window_s or config.signals.window_s
+        # vLLM instances only: the catalogue's signals are theirs, not a live service's.
+        self._targets = tuple(instance.name for instance in config.vllm)
+        self._metrics = _register_metrics(registry, self.store)
+
+    def tasks(self) -> list[EternalTask]:
+        """One eternal task per source, and the MQTT publisher when configured."""
+        tasks = [
+            EternalTask(f"{source.name} poller", self._runner_for(source))
+            for source in self._sources
+        ]
+        if self._mqtt is not None:
+            tasks.append(EternalTask("mqtt subscriber", self._run_mqtt))
+        if self.publisher is not None:
+            tasks.append(EternalTask("mqtt publisher", self._run_publisher))
+        return tasks
+
+    async def _run_mqtt(self, readiness: Readiness) -> None:
+        assert self._mqtt is not None
+        await self._mqtt.run(self.store, self.health, self._clock, readiness.started)
+
+    async def _run_publisher(self, readiness: Readiness) -> None:
+        assert self.publisher is not None
+        await self.publisher.run(readiness.started)
+
+    def _runner_for(self, source: PollingSource) -> Any:
+        # A source that fails backs off, but never so far that its signals stay stale for long:
+        # a vLLM that answers slowly under load is exactly when the governor must keep looking.
+        backoff = Backoff(cap_s=BACKOFF_INTERVALS * source.interval_s)
+        runner = PollingRunner(
+            source, self.store, self.health, self._clock, backoff=backoff, on_poll=self._count
+        )
+
+        async def run(readiness: Readiness) -> None:
+            await runner.run(readiness.started)
+
+        return run
+
+    def _count(self, source: str, ok: bool) -> None:
+        self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
+        self._metrics.up.labels(source=source).set(1 if ok else 0)
+
+    def rows(self, prefix: str = "", window_s: float | None = None) -> list[SignalRow]:
+        """What the governor sees now: every signal whose name starts with ``prefix``.
+
+        Derived signals cover ``window_s`` (default: the configured ``signals.window_s``).
+        """
+        context = ViewContext(
+            now=self._clock.monotonic(),
+            window_s=window_s or self._window_s,
+            stale_after=self._stale_after_key,
+            targets=self._targets,
+            declared=self._declared,
+        )
+        return [row for row in signal_rows(self.store, context) if row.name.startswith(prefix)]
+
+    def _stale_after_key(self, key: SeriesKey) -> float:
+        return self.stale_after(self.store.source_of(key) or "")
+
+    def stale_after(self, source: str) -> float:
+        """Age beyond which a sample of ``source`` no longer counts."""
+        return self._stale_after.get(source, _DEFAULT_STALE_AFTER_S)
+
+    def source_status(self) -> list[dict[str, Any]]:
+        """Health of every source, for ``vllm-governor status``."""
+        now = self._clock.monotonic()
+        return [
+            {
+                "source": health.source,
+                "state": health.state.value,
+                "detail": health.detail,
+                "for_s": round(now - health.since, 1),
+                "last_error": health.last_error,
+            }
+            for health in self.health.all()
+        ]
+
+
+def _configured_declarations(config: GovernorConfig) -> tuple[SignalDeclaration, ...]:
+    """The signals of the enabled Prometheus and MQTT sources, shown before their first value."""
+    prometheus, mqtt = config.sources.prometheus, config.sources.mqtt
+    return (
+        *(prometheus_signals.declarations(prometheus) if prometheus.enabled else ()),
+        *(mqtt_signals.declarations(mqtt) if mqtt.enabled else ()),
+    )
+
+
+def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[str, float]]:
+    """Every configured polling source, and how old its samples may get."""
+    sources: list[PollingSource] = []
+    stale_after: dict[str, float] = {}
+    for instance in config.vllm:
+        vllm = VllmSource(
+            instance.name, instance.url, instance.scrape_interval_s, instance.scrape_timeout_s
+        )
+        sources.append(vllm)
+        stale_after[vllm.name] = instance.stale_after_s
+        if instance.gate.enabled:
+            gate = gate_source(instance.name, instance.gate)
+            sources.append(gate)
+            stale_after[gate.name] = instance.gate.stale_after_s
+    nvml, host = config.sources.nvml, config.sources.host
+    if nvml.enabled and (missing := nvml_library_missing(nvml.library_path or None)):
+        log.warning("no NVIDIA driver: NVML signals disabled", extra={"reason": missing})
+    elif nvml.enabled:
+        # Imported only where a driver exists: the binding alone costs about 18 MB of memory.
+        from daemon.sources.nvml_source import NvmlSource  # noqa: PLC0415
+
+        sources.append(NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None))
+        stale_after[NvmlSource.name] = nvml.stale_after_s
+    if host.enabled:
+        sources.append(HostSource(host.interval_s, host.timeout_s, host.disk_paths))
+        stale_after[HostSource.name] = host.stale_after_s
+    prometheus = config.sources.prometheus
+    if prometheus.enabled:
+        from daemon.sources.prometheus_source import PrometheusSource  # noqa: PLC0415
+
+        specs = prometheus.query_specs()
+        # A map's key must survive on its series, whatever keep_labels says.
+        keys = [spec.key for spec in specs.values() if spec.key]
+        sources.append(
+            PrometheusSource(
+                prometheus.url,
+                {name: spec.query for name, spec in specs.items()},
+                interval_s=prometheus.interval_s,
+                timeout_s=prometheus.timeout_s,
+                keep_labels=(*prometheus.keep_labels, *keys),
+                ca_file=Path(prometheus.ca_file) if prometheus.ca_file else None,
+            )
+        )
+        stale_after[PrometheusSource.name] = prometheus.stale_after_s
+    return sources, stale_after
+
+
+def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _SourceMetrics:
+    polls = Counter(
+        "vllm_governor_source_polls",
+        "Polls of each source by outcome.",
+        ["source", "outcome"],
+        registry=registry,
+    )
+    up = Gauge(
+        "vllm_governor_source_up",
+        "1 when the source's last poll succeeded.",
+        ["source"],
+        registry=registry,
+    )
+    Gauge(
+        "vllm_governor_signal_series", "Series held in the signal store.", registry=registry
+    ).set_function(lambda: store.series_count)
+    Gauge(
+        "vllm_governor_signal_samples_dropped",
+        "Samples dropped by the store's series cap.",
+        registry=registry,
+    ).set_function(lambda: store.dropped_samples)
+
+    return _SourceMetrics(polls, up)
