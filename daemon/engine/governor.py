@@ -21,7 +21,7 @@ from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
-from daemon.core.freezes import freeze_reason
+from daemon.core.freezes import freeze_reason, freezes_in_force
 from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.reload_scope import restart_only_changes
 from daemon.core.secrets import GovernorSecrets
@@ -153,6 +153,8 @@ class Governor:
         self._started_at = clock.monotonic()
         self._state = "starting"
         self._last_reload_error = ""
+        # The latest refusal, by SIGHUP or by the policy watcher; kept after a good reload.
+        self._last_rejected_reload: dict[str, str] | None = None
         self._tasks = self._eternal_tasks()
 
     @property
@@ -308,16 +310,18 @@ class Governor:
         try:
             new = load_config(path)
         except ConfigError as exc:
-            self._reject_reload(exc)
+            self._reject_reload(exc, via="SIGHUP")
             return
         # Whole or refused: a setting read once at start cannot follow the rest.
         if boot_only := restart_only_changes(self._loaded.config, new):
-            self._reject_reload(ConfigError([_needs_restart(path, name) for name in boot_only]))
+            self._reject_reload(
+                ConfigError([_needs_restart(path, name) for name in boot_only]), via="SIGHUP"
+            )
             return
         # Configuration and policies change together or not at all.
         policy_issues = self._policies.reload(new)
         if policy_issues:
-            self._reject_reload(ConfigError(list(policy_issues)))
+            self._reject_reload(ConfigError(list(policy_issues)), via="SIGHUP")
             return
         self._loaded = LoadedConfig(new, path, self._clock.wall())
         self._last_reload_error = ""
@@ -328,9 +332,14 @@ class Governor:
         self._manager.ready(self._status_line())
         self._announce("config_reloaded", {"path": str(path)})
 
-    def _reject_reload(self, error: ConfigError) -> None:
+    def _reject_reload(self, error: ConfigError, *, via: str) -> None:
         """Keep the configuration in force and say, per problem, where the new one is wrong."""
         self._last_reload_error = str(error)
+        self._last_rejected_reload = {
+            "at": self._clock.wall().isoformat(timespec="seconds"),
+            "via": via,
+            "error": str(error),
+        }
         self._metrics.config_reloads.labels(outcome="rejected").inc()
         for issue in error.issues:
             log.error(
@@ -344,7 +353,7 @@ class Governor:
     def _watched_reload(self, issues: tuple[ConfigIssue, ...]) -> None:
         """The policy watcher's reload (a policy file changed): told like one on SIGHUP."""
         if issues:
-            self._reject_reload(ConfigError(list(issues)))
+            self._reject_reload(ConfigError(list(issues)), via="policy file watcher")
             return
         self._last_reload_error = ""
         self._metrics.config_reloads.labels(outcome="applied").inc()
@@ -359,6 +368,13 @@ class Governor:
             "config_path": str(self._loaded.path),
             "config_loaded_at": self._loaded.loaded_at.isoformat(),
             "last_reload_error": self._last_reload_error,
+            "last_rejected_reload": self._last_rejected_reload,
+            "freezes": [
+                freeze.as_json()
+                for freeze in freezes_in_force(
+                    self._loaded.config.governor.state_dir, self._clock.wall()
+                )
+            ],
             "tasks": [task.name for task in self._tasks],
             "sources": self._signals.source_status(),
             **self._policies.status(),

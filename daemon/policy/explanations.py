@@ -80,11 +80,20 @@ def _target(
     }
 
 
+def fires_at(spec: PolicySpec, state: PolicyState) -> float | None:
+    """When (loop clock) a pending policy fires if its condition keeps holding; None if not pending.
+
+    ``status`` shows it for each pending policy, as ``explain`` shows :func:`_fires_in`.
+    """
+    if state.phase is not Phase.PENDING or state.since is None:
+        return None
+    return state.since + spec.for_s
+
+
 def _fires_in(spec: PolicySpec, after: PolicyState, now: float) -> float | None:
     """Seconds until a pending policy fires if its condition keeps holding; None if not pending."""
-    if after.phase is not Phase.PENDING or after.since is None:
-        return None
-    return round(max(spec.for_s - (now - after.since), 0.0), 1)
+    at = fires_at(spec, after)
+    return None if at is None else round(max(at - now, 0.0), 1)
 
 
 def _resolves_in(spec: PolicySpec, after: PolicyState, now: float) -> float | None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.app.commands.freeze_listing import freeze_lines, pending_lines, reload_line
 from daemon.app.commands.gate_status import gate_lines
 from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
@@ -21,8 +23,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "status",
         help="ask the running daemon for its status",
         description="Ask the running governor, over its control socket, what it is doing: "
-        "sources and their freshness, each policy's state, disabled policy files, the "
-        "latest decisions.",
+        "sources and their freshness, each policy's state (a pending one with when it will "
+        "act), disabled policy files, the latest refused reload, freezes, quarantines, "
+        "proposals awaiting a decision, the latest decisions.",
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
     parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
@@ -66,8 +69,10 @@ def render(status: dict[str, Any]) -> str:
         f"governor {status['version']} (pid {status['pid']}): {status['state']}, "
         f"up {status['uptime_s']:.0f} s, config {status['config_path']}"
     ]
-    if status.get("last_reload_error"):
-        lines.append(f"last reload rejected: {status['last_reload_error']}")
+    lines.extend(reload_line(status))
+    if freezes := status.get("freezes"):
+        lines.append("frozen (no change is applied):")
+        lines.extend(freeze_lines(freezes))
     lines.append("sources:")
     for source in status.get("sources", []):
         detail = f" ({source['detail']})" if source["detail"] else ""
@@ -91,6 +96,9 @@ def render(status: dict[str, Any]) -> str:
             lines.append(f"  {policy['name']:<24} {target:<10} {shown}{extra}{mode}")
     for problem in status.get("disabled", []):
         lines.append(f"  disabled: {problem}")
+    if pending := pending_lines(status.get("policies", []), time.time()):
+        lines.append("pending:")
+        lines.extend(pending)
     decisions = status.get("recent_decisions", [])
     if decisions:
         lines.append("recent decisions:")
@@ -117,13 +125,17 @@ def _changes(status: dict[str, Any]) -> list[str]:
                 f"  #{change['id']} {change['policy']} on {change['target']}: "
                 f"{change['state']}: {where}"
             )
-    for held in status.get("quarantined", []):
-        lines.append(f"quarantined: {held['policy']} on {held['target']}: {held['reason']}")
-    for proposal in status.get("proposals", []):
-        lines.append(
-            f"proposed #{proposal['id']}: {proposal['policy']} on {proposal['target']}: "
-            f"{proposal['changes']} (waiting for approval)"
-        )
+    if held_ones := status.get("quarantined", []):
+        lines.append("quarantined (lift with 'vllm-governor unquarantine'):")
+        for held in held_ones:
+            lines.append(f"  {held['policy']} on {held['target']}: {held['reason']}")
+    if proposals := status.get("proposals", []):
+        lines.append("awaiting a decision ('vllm-governor approve ID' or 'reject ID'):")
+        for proposal in proposals:
+            lines.append(
+                f"  #{proposal['id']} {proposal['policy']} on {proposal['target']}: "
+                f"{proposal['changes']}"
+            )
     return lines
 
 

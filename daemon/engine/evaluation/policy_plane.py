@@ -27,8 +27,9 @@ from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import EternalTask, Readiness
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
-from daemon.policy.explanations import explain_policy
+from daemon.policy.explanations import explain_policy, fires_at
 from daemon.policy.planner import plan
+from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.views import target_views
 from daemon.sources.registry import signal_registry
@@ -126,7 +127,7 @@ class PolicyPlane:
             targets = {}
             for (name, target), state in self._ledger.states.items():
                 if name == spec.name:
-                    targets[target] = _state_json(state, spec.cooldown_s, offset)
+                    targets[target] = _state_json(state, spec, offset)
             policies.append(
                 {
                     "name": spec.name,
@@ -180,10 +181,11 @@ class PolicyPlane:
         return explain_policy(spec, self._ledger.states, views, now, wall)
 
 
-def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[str, Any]:
+def _state_json(state: PolicyState, spec: PolicySpec, offset: float) -> dict[str, Any]:
     cooling = None
     if state.last_action_at is not None:
-        cooling = state.last_action_at + cooldown_s + offset
+        cooling = state.last_action_at + spec.cooldown_s + offset
+    fires = fires_at(spec, state)
     return {
         # "error" when the condition failed to evaluate: the phase holds meanwhile.
         "state": "error" if state.error is not None else state.phase.value,
@@ -193,4 +195,7 @@ def _state_json(state: PolicyState, cooldown_s: float, offset: float) -> dict[st
         "cooling_down_until": cooling,
         "blocked_by": state.blocked_by,
         "error": state.error,
+        # A pending policy: when it fires (and acts, unless it only records) if it holds on.
+        "fires_at": None if fires is None else fires + offset,
+        "acts": spec.action is not None and not spec.shadow,
     }
