@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -87,3 +88,39 @@ def configure_logging(
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
+
+
+class _Keeper(logging.Handler):
+    def __init__(self, level: int) -> None:
+        super().__init__(level)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextmanager
+def records_kept(level: int = logging.WARNING) -> Iterator[list[logging.LogRecord]]:
+    """Keep the records of ``level`` and above logged inside the block, instead of printing them.
+
+    A one-off command that runs daemon code (``signals`` without a daemon) shows what matters
+    in its own output; without a handler, Python would print each message bare on stderr,
+    its fields lost.
+    """
+    keeper = _Keeper(level)
+    root = logging.getLogger()
+    root.addHandler(keeper)
+    try:
+        yield keeper.records
+    finally:
+        root.removeHandler(keeper)
+
+
+def describe(record: logging.LogRecord) -> str:
+    """A record as one sentence for people: its message, then its fields in parentheses."""
+    fields = ", ".join(
+        f"{key}: {value}"
+        for key, value in record.__dict__.items()
+        if key not in _STANDARD_ATTRIBUTES and not key.startswith("_")
+    )
+    return f"{record.getMessage()} ({fields})" if fields else record.getMessage()

@@ -94,3 +94,53 @@ def test_an_unreachable_vllm_is_no_data_not_zero(short_tmp: Path) -> None:
     exporter = FixtureExporter()  # never started: connection refused
     main = _check_contract(_signals(_config(short_tmp, exporter), "--window", "0.5"))
     assert {row["state"] for row in main.values()} == {"no_data"}
+
+
+def _table(config: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.app.cli", "signals", "--config", str(config), *extra],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+
+
+def test_the_table_without_a_daemon_says_nothing_stray(short_tmp: Path) -> None:
+    """Issue 19, finding 4: a real table, units formatted, and no bare log line on stderr."""
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with FixtureExporter(Script(metrics=page)) as exporter:
+        extra = '[[vllm]]\nname = "down"\nurl = "http://127.0.0.1:9"\n'
+        config = _config(short_tmp, exporter)
+        config.write_text(config.read_text() + extra)
+        result = _table(config, "--window", "1.5")
+    assert result.returncode == 0, result.stderr
+    # Before: "source down" here, a log record without its fields (the table has them).
+    assert result.stderr == "no daemon running; collecting for 1.5 s\n"
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("  vllm/down ") and "connection refused" in line for line in lines)
+    header = next(line for line in lines if line.startswith("TARGET"))
+    assert header.split() == ["TARGET", "SOURCE", "SIGNAL", "LABELS", "VALUE", "AGE", "STATE"]
+    body = lines[lines.index(header) + 1 :]
+    # Aligned: every row's state starts in the header's STATE column.
+    column = header.index("STATE")
+    assert all(line[column - 2 : column] == "  " for line in body if line)
+    assert body[0].split()[:2] == ["main", "vllm/main"]  # a group's first row names it
+    kv = next(line for line in body if " kv_usage " in line and "engine=0" in line)
+    assert "81.25 %" in kv
+    # Grouped: main's rows, then down's, then the shared host signals.
+    firsts = [line.split()[0] for line in body if line and not line.startswith(" ")]
+    assert firsts[0] == "main"
+    assert firsts.index("down") < firsts.index("-")
+    disk = next(line for line in body if "host_disk_total_bytes" in line)
+    assert "GiB" in disk or "TiB" in disk or "MiB" in disk
+    assert "e+" not in result.stdout
+
+
+def test_the_table_from_the_running_daemon(short_tmp: Path) -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with FixtureExporter(Script(metrics=page)) as exporter:
+        config = _config(short_tmp, exporter)
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+            result = _table(config)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "TARGET  SOURCE     SIGNAL" in result.stdout
+    assert any(" kv_usage " in line and "81.25 %" in line for line in result.stdout.splitlines())

@@ -13,13 +13,18 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon.app.commands.signal_table import signal_units, table_lines
 from daemon.app.control_client import call_daemon
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.logging_setup import describe, records_kept
 from daemon.core.clock import SystemClock
 from daemon.core.errors import ConfigError, ControlError, DaemonNotRunningError
 
 if TYPE_CHECKING:
     from daemon.core.settings import GovernorConfig
+
+# The logger of the sources' state changes (up, down), which the table shows with their errors.
+_SOURCE_HEALTH = "daemon.sources.health"
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -27,9 +32,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser = subparsers.add_parser(
         "signals",
         help="show every signal the governor sees, with its age and state",
-        description="Print every signal: value, age, and state (ok, stale, no_data), and the "
-        "state of each source. Asks the running daemon; without one, collects from the "
-        "configured sources for --window seconds.",
+        description="Print the state of each source, then every signal in a table grouped by "
+        "target and source: value in its unit, age, and state (ok, stale, no_data). Asks "
+        "the running daemon; without one, collects from the configured sources for --window "
+        "seconds.",
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
     parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
@@ -52,11 +58,15 @@ def main(args: argparse.Namespace) -> int:
         for issue in exc.issues:
             print(issue.render(), file=sys.stderr)
         return EXIT_CONFIG
+    notes: list[str] = []
     try:
         answer = _ask_daemon(config, args)
     except DaemonNotRunningError:
         print(f"no daemon running; collecting for {args.window:g} s", file=sys.stderr)
-        rows, sources = asyncio.run(collect_once(config, SystemClock(), args.window))
+        with records_kept() as records:
+            rows, sources = asyncio.run(collect_once(config, SystemClock(), args.window))
+        # A source's state and error are in the table already; other warnings become notes.
+        notes = [describe(r) for r in records if not r.name.startswith(_SOURCE_HEALTH)]
         answer = {
             "signals": [row.as_json() for row in rows if row.name.startswith(args.prefix)],
             "sources": sources,
@@ -66,8 +76,10 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     if args.json:
         print(json.dumps(answer, indent=2))
+        for note in notes:
+            print(f"note: {note}", file=sys.stderr)
     else:
-        _print_table(answer)
+        print("\n".join(table_lines(answer, signal_units(config), notes)))
     return EXIT_OK
 
 
@@ -75,19 +87,3 @@ def _ask_daemon(config: GovernorConfig, args: argparse.Namespace) -> dict[str, A
     socket_path = args.socket or config.control.socket_path
     answer: dict[str, Any] = call_daemon(socket_path, "signals", prefix=args.prefix)
     return answer
-
-
-def _print_table(answer: dict[str, Any]) -> None:
-    for source in answer["sources"]:
-        detail = f" ({source['detail']})" if source["detail"] else ""
-        error = f": {source['last_error']}" if source["last_error"] else ""
-        print(
-            f"source {source['source']}: {source['state']}{detail} for {source['for_s']} s{error}"
-        )
-    for row in answer["signals"]:
-        labels = ",".join(f"{k}={v}" for k, v in row["labels"].items())
-        where = f"{row['target']} " if row["target"] else ""
-        value = "-" if row["value"] is None else f"{row['value']:g}"
-        age = "" if row["age_s"] is None else f", age {row['age_s']:.1f}s"
-        source = f" from {row['source']}" if row["source"] else ""
-        print(f"{where}{row['name']}{{{labels}}} {value} [{row['state']}{age}]{source}")
