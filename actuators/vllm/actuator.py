@@ -162,7 +162,7 @@ class VllmActuator:
         steps = ChangeSteps(
             instance,
             entry.id,
-            plan.as_json(),
+            plan,
             facts,
             journal=self._journal,
             windows=self._windows,

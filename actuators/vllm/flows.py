@@ -179,20 +179,20 @@ async def finish(
     )
     return ActuationResult(
         target=steps.instance.name,
-        policy=str(steps.plan.get("policy", "")),
+        policy=steps.plan.policy,
         state=state,
         outcome=outcome,
-        changes={knob: values[1] for knob, values in steps.plan["knobs"].items()},
+        changes=steps.plan.changes,
         entry_id=steps.entry_id,
         timings=dict(steps.timer.timings),
-        plan=steps.plan,
+        plan=steps.plan.as_json(),
         quarantine=quarantine,
     )
 
 
 def _changes(steps: ChangeSteps) -> str:
-    knobs = steps.plan["knobs"]
-    if steps.plan.get("operation") == "restart":
+    knobs = steps.plan.knobs
+    if steps.plan.operation == "restart":
         return "restarted on the config in force"
     return ", ".join(f"{knob} {_shown(old)} -> {new:g}" for knob, (old, new) in knobs.items())
 

@@ -24,7 +24,10 @@ from actuators.vllm.config_text import (
     set_yaml_option,
 )
 from actuators.vllm.registry import VersionRegistry, Where
-from daemon.api import ActuationRefused, ChangeRequest, VllmInstance
+from daemon.api import ActuationError, ActuationRefused, ChangeRequest, VllmInstance
+
+# The shape of a journaled plan; a governor refuses to act on a newer one it cannot read.
+PLAN_VERSION = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,7 @@ class ChangePlan:
     def as_json(self) -> dict[str, Any]:
         """The plan for the journal: it holds the last-known-good files in full."""
         return {
+            "version": PLAN_VERSION,
             "target": self.target,
             "policy": self.policy,
             "registry": self.registry,
@@ -94,6 +98,60 @@ class ChangePlan:
             "evidence": dict(self.evidence),
             "operation": self.operation,
         }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChangePlan:
+        """The plan a journal entry holds (:meth:`as_json`), as the governor that wrote it meant it.
+
+        A governor that reconciles or reverts a change reads it back through here, so the
+        revert path works on the same typed plan as the forward one.
+
+        Raises:
+            ActuationError: the entry holds no plan this governor can read (a newer version, or
+                a body that is not a plan).
+        """
+        version = int(data.get("version", 1))  # plans journaled before versioning were 1
+        if version > PLAN_VERSION:
+            message = (
+                f"a change plan of version {version}, newer than this governor's {PLAN_VERSION}"
+            )
+            raise ActuationError(message)
+        try:
+            files = tuple(
+                FileChange(
+                    FileSnapshot(
+                        Path(file["path"]),
+                        bool(file["existed"]),
+                        str(file["old"]),
+                        int(file["mode"]),
+                    ),
+                    str(file["new"]),
+                )
+                for file in data["files"]
+            )
+            knobs = {
+                str(knob): (None if old is None else float(old), float(new))
+                for knob, (old, new) in data["knobs"].items()
+            }
+            return cls(
+                target=str(data["target"]),
+                policy=str(data.get("policy", "")),
+                registry=str(data.get("registry", "")),
+                knobs=knobs,
+                files=files,
+                restart=tuple(str(arg) for arg in data["restart"]),
+                reason=str(data.get("reason", "")),
+                evidence=dict(data.get("evidence") or {}),
+                operation=data.get("operation"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            message = f"a journal entry holds no readable change plan ({type(exc).__name__}: {exc})"
+            raise ActuationError(message) from exc
+
+    @property
+    def changes(self) -> dict[str, float]:
+        """Knob -> the value planned."""
+        return {knob: new for knob, (_old, new) in self.knobs.items()}
 
     def render(self) -> str:
         """What would be written and run, for people (``apply --dry-run``)."""

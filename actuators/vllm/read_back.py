@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from actuators.vllm.config_text import read_yaml_options
+from actuators.vllm.plan import ChangePlan
 from actuators.vllm.restart import run_command
 from daemon.api import Clock, VllmInstance
 
@@ -108,7 +109,7 @@ def compare(stated: Mapping[str, Any], expected: Mapping[str, Any]) -> ReadBack:
 
 
 async def read_back(
-    instance: VllmInstance, plan: Mapping[str, Any], facts: Mapping[str, Any], clock: Clock
+    instance: VllmInstance, plan: ChangePlan, facts: Mapping[str, Any], clock: Clock
 ) -> ReadBack:
     """Read the server's output since the restart and compare it with the plan's YAML."""
     expected = _changed_options(plan)
@@ -148,14 +149,14 @@ def _read_from(path: Path, offset: int) -> str | None:
         return None
 
 
-def _changed_options(plan: Mapping[str, Any]) -> dict[str, Any]:
+def _changed_options(plan: ChangePlan) -> dict[str, Any]:
     """The YAML options whose value the change sets (present in the new file, changed)."""
-    files = plan.get("files") or []
-    if not files:
+    if not plan.files:
         return {}
-    yaml = files[0]
-    new = read_yaml_options(yaml["new"], yaml["path"])
-    old = read_yaml_options(yaml["old"], yaml["path"]) if yaml.get("existed") else {}
+    yaml = plan.files[0]
+    where = str(yaml.path)
+    new = read_yaml_options(yaml.new_text, where)
+    old = read_yaml_options(yaml.old.text, where) if yaml.old.exists else {}
     return {key: value for key, value in new.items() if old.get(key) != value}
 
 

@@ -40,6 +40,7 @@ from actuators.vllm.flows import (
     revert,
     verify_and_finish,
 )
+from actuators.vllm.plan import ChangePlan
 from actuators.vllm.probes import NOT_RESTARTED, Probe, same_process
 from actuators.vllm.steps import (
     AFTER_RESTART,
@@ -87,7 +88,7 @@ async def reconcile(
     steps = ChangeSteps(
         instance,
         entry.id,
-        entry.plan,
+        ChangePlan.from_json(entry.plan),
         entry.facts,
         journal=journal,
         windows=windows,

@@ -19,11 +19,12 @@ import asyncio
 import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from pathlib import Path
-from typing import Any
+from enum import StrEnum
+from typing import Any, Literal
 
 from actuators.vllm.atomic_files import atomic_write, snapshot
 from actuators.vllm.drain_watch import DrainWatch
+from actuators.vllm.plan import ChangePlan
 from actuators.vllm.probes import Probe, post, wait_ready
 from actuators.vllm.read_back import ReadBack, log_mark, read_back
 from actuators.vllm.restart import CommandResult, run_command
@@ -37,23 +38,36 @@ from daemon.api import (
     VllmInstance,
 )
 
-PLANNED = "planned"
-WRITTEN = "written"
-DRAINED = "drained"
-RESTARTING = "restarting"
-RESTARTED = "restarted"
-READY = "ready"
-VERIFYING = "verifying"
-REVERTING = "reverting"
-REVERT_WRITTEN = "revert_written"
-REVERT_RESTARTING = "revert_restarting"
-REVERT_RESTARTED = "revert_restarted"
-REVERT_READY = "revert_ready"
-REVERT_VERIFYING = "revert_verifying"
-RECONCILING = "reconciling"
-RESTORED = "restored"
+
+class Step(StrEnum):
+    """The steps a change's journal entry goes through (its ``step`` column and step rows)."""
+
+    PLANNED = "planned"
+    WRITTEN = "written"
+    DRAINED = "drained"
+    RESTARTING = "restarting"
+    RESTARTED = "restarted"
+    READY = "ready"
+    VERIFYING = "verifying"
+    REVERTING = "reverting"
+    REVERT_WRITTEN = "revert_written"
+    REVERT_RESTARTING = "revert_restarting"
+    REVERT_RESTARTED = "revert_restarted"
+    REVERT_READY = "revert_ready"
+    REVERT_VERIFYING = "revert_verifying"
+    RECONCILING = "reconciling"
+    RESTORED = "restored"
+
+
+PLANNED, WRITTEN, DRAINED = Step.PLANNED, Step.WRITTEN, Step.DRAINED
+RESTARTING, RESTARTED, READY = Step.RESTARTING, Step.RESTARTED, Step.READY
+VERIFYING, REVERTING, REVERT_WRITTEN = Step.VERIFYING, Step.REVERTING, Step.REVERT_WRITTEN
+REVERT_RESTARTING, REVERT_RESTARTED = Step.REVERT_RESTARTING, Step.REVERT_RESTARTED
+REVERT_READY, REVERT_VERIFYING = Step.REVERT_READY, Step.REVERT_VERIFYING
+RECONCILING, RESTORED = Step.RECONCILING, Step.RESTORED
 
 BEFORE_RESTART = (PLANNED, WRITTEN, DRAINED)
+Side = Literal["new", "old"]  # the planned files, or the last-known-good ones
 GATE_HELD = "gate_held"  # the journal fact of a gate drained for a restart, until it admits again
 GATE_POLL_S = 0.25
 OPERATOR_STATES = ("DRAIN", "MAINT")  # HAProxy's status of a server out of rotation by command
@@ -91,7 +105,7 @@ class ChangeSteps:
         self,
         instance: VllmInstance,
         entry_id: int,
-        plan: Mapping[str, Any],
+        plan: ChangePlan,
         facts: Mapping[str, Any],
         *,
         journal: ActuationJournal,
@@ -109,22 +123,22 @@ class ChangeSteps:
         self.gate = gate
         self.timer = PhaseTimer(clock)
 
-    async def mark(self, step: str, **facts: Any) -> None:
+    async def mark(self, step: Step, **facts: Any) -> None:
         """Journal ``step`` (durably) with new facts."""
         self.facts.update(facts)
         self.journal.step(self.entry_id, step, facts)
         await hold_if_asked(step)
 
-    def files_say(self) -> str:
+    def files_say(self) -> Side | Literal["other"]:
         """``new``, ``old`` or ``other``: which side of the plan the files on disk match."""
-        texts = [snapshot(Path(file["path"])).text for file in self.plan["files"]]
-        if texts == [file["new"] for file in self.plan["files"]]:
+        texts = [snapshot(change.path).text for change in self.plan.files]
+        if texts == [change.new_text for change in self.plan.files]:
             return "new"
-        if texts == [file["old"] for file in self.plan["files"]]:
+        if texts == [change.old.text for change in self.plan.files]:
             return "old"
         return "other"
 
-    def write(self, side: str) -> None:
+    def write(self, side: Side) -> None:
         """Write every file's ``new`` or ``old`` content, atomically, where it differs.
 
         A file the plan found missing is removed again when going back to ``old``.
@@ -132,13 +146,13 @@ class ChangeSteps:
         Raises:
             ConfigWriteError: a file could not be replaced (it is intact).
         """
-        for file in self.plan["files"]:
-            path = Path(file["path"])
-            if side == "old" and not file["existed"]:
-                path.unlink(missing_ok=True)
+        for change in self.plan.files:
+            if side == "old" and not change.old.exists:
+                change.path.unlink(missing_ok=True)
                 continue
-            if snapshot(path).text != file[side]:
-                atomic_write(path, file[side], file["mode"])
+            text = change.new_text if side == "new" else change.old.text
+            if snapshot(change.path).text != text:
+                atomic_write(change.path, text, change.old.mode)
 
     async def drain(self) -> str:
         """Drain before the restart; returns what was done, for the journal.
@@ -241,7 +255,7 @@ class ChangeSteps:
 
     async def restart(self) -> CommandResult:
         """Run the restart command of the plan."""
-        argv = tuple(self.plan["restart"])
+        argv = self.plan.restart
         return await run_command(argv, self.instance.restart_timeout_s, self.clock)
 
     async def restart_counting_refusals(self) -> tuple[CommandResult, int | None]:
@@ -286,7 +300,7 @@ async def _tried(call: Callable[[], Awaitable[str]]) -> tuple[str | None, str]:
     return None, error
 
 
-async def hold_if_asked(step: str) -> None:
+async def hold_if_asked(step: Step) -> None:
     """The test hook described in the module docstring."""
     wanted = os.environ.get(HOLD_HOOK, "")
     name, _, seconds = wanted.partition(":")

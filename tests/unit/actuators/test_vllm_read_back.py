@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from actuators.vllm.atomic_files import FileSnapshot
+from actuators.vllm.plan import ChangePlan, FileChange
 from actuators.vllm.read_back import (
     CONFIRMED,
     CONTRADICTED,
@@ -72,8 +73,9 @@ def test_comparison_confirms_contradicts_or_cannot_tell() -> None:
     assert compare({}, {"prefill-schedule-interval": 1}).state == UNSTATED
 
 
-def plan_of(path: Path, old: str, new: str) -> dict[str, Any]:
-    return {"files": [{"path": str(path), "existed": True, "old": old, "new": new}]}
+def plan_of(path: Path, old: str, new: str) -> ChangePlan:
+    change = FileChange(FileSnapshot(path, True, old, 0o640), new)
+    return ChangePlan("a", "p", "0.33", {}, (change,), ("true",), "", {})
 
 
 @pytest.mark.asyncio
