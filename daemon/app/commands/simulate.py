@@ -21,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``simulate`` subcommand."""
     parser = subparsers.add_parser(
         "simulate",
-        help="backtest the policies against baselines on the simulated vLLM (virtual time)",
+        help="compare the policies with baselines on the simulated vLLM (virtual time)",
         description="Run the governor (real policies, planner, gate and actuation protocol) "
         "and baselines on the same workload and seeds in virtual time; print a table with "
         "ratios against static-default; write JSON and a plot.",
@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="synthetic workload spec (YAML: a path, or a shipped name such as proof-four-phases)",
     )
     parser.add_argument(
-        "--profile", default="llama-3.1-8b-h100-tp1", help="engine profile: a name or a file"
+        "--profile",
+        default="llama-3.1-8b-h100-tp1",
+        help="engine profile: a name or a file (default: %(default)s)",
     )
     parser.add_argument(
         "--policies",
@@ -56,10 +58,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.add_argument("--plot", type=Path, help="write a PNG plot here")
     parser.add_argument("--seeds", type=int, default=1, help="seeds 1..N (default 1)")
     parser.add_argument(
-        "--approval-delay", type=float, default=60.0, help="seconds before an answer"
+        "--approval-delay",
+        type=float,
+        default=60.0,
+        help="seconds before an answer (default: %(default)s)",
     )
-    parser.add_argument("--approval-answer", choices=("approve", "reject"), default="approve")
-    parser.add_argument("--jobs", type=int, default=1, help="worker processes")
+    parser.add_argument(
+        "--approval-answer",
+        choices=("approve", "reject"),
+        default="approve",
+        help="the answer given (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=1, help="worker processes (default: %(default)s)"
+    )
     parser.set_defaults(main=main)
 
 
