@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.status import socket_of
+from daemon.app.config_broken import config_broken
 from daemon.app.control_client import call_daemon
 from daemon.app.defaults import (
     DEFAULT_CONFIG,
-    EXIT_CONFIG,
     EXIT_FAILURE,
     EXIT_OK,
     EXIT_REFUSED,
@@ -75,9 +75,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-governor: {exc}", file=sys.stderr)
         return EXIT_FAILURE
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue.render(), file=sys.stderr)
-        return EXIT_CONFIG
+        return config_broken(exc)
     if args.json:
         print(json.dumps(plans, indent=2))
     else:

@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from daemon.app.config_broken import config_broken
 from daemon.app.control_client import call_daemon
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.core.errors import ConfigError, ControlError, DaemonNotRunningError
 
 if TYPE_CHECKING:
@@ -52,9 +53,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         answer = _answer(args)
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue.render(), file=sys.stderr)
-        return EXIT_CONFIG
+        return config_broken(exc)
     except ControlError as exc:
         print(f"vllm-governor: {exc}", file=sys.stderr)
         return EXIT_FAILURE

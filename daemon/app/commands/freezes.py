@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.freeze_listing import freeze_lines
+from daemon.app.config_broken import config_broken
 from daemon.app.control_client import call_daemon
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.core.errors import ConfigError, ControlError, DaemonNotRunningError
 
 
@@ -43,9 +44,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue.render(), file=sys.stderr)
-        return EXIT_CONFIG
+        return config_broken(exc)
     socket_path = args.socket or config.control.socket_path
     try:
         status = call_daemon(socket_path, "status")

@@ -17,6 +17,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daemon.app.config_broken import config_broken
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_DEADLINE, EXIT_FAILURE, EXIT_OK
 from daemon.app.logging_setup import configure_logging
 from daemon.app.systemd_notify import SystemdNotifier
@@ -55,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
         signal_registry(config, args.config)  # a configured signal may not shadow another
         secrets = load_secrets()
     except ConfigError as exc:
-        return _config_broken(exc)
+        return config_broken(exc)
     except SecretError as exc:
         print(f"vllm-governor: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -88,7 +89,7 @@ async def _serve(
             log_level_factory=HttpLogLevelActuator,
         )
     except ConfigError as exc:  # e.g. a policy directory that is missing or cannot be read
-        return _config_broken(exc)
+        return config_broken(exc)
     except StateSchemaError as exc:  # the state directory was written by a newer governor
         print(f"vllm-governor: {exc}", file=sys.stderr)
         return EXIT_CONFIG
@@ -111,13 +112,6 @@ async def _serve(
         return EXIT_FAILURE
     log.info("governor stopped")
     return EXIT_OK
-
-
-def _config_broken(error: ConfigError) -> int:
-    """Say where the configuration is broken, one problem per line, for systemd's journal."""
-    for issue in error.issues:
-        print(issue.render(), file=sys.stderr)
-    return EXIT_CONFIG
 
 
 def _arm_last_resort(deadline_s: float) -> None:

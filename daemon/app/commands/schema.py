@@ -12,7 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from daemon.app.defaults import EXIT_CONFIG, EXIT_OK
+from daemon.app.config_broken import config_broken
+from daemon.app.defaults import EXIT_OK
 from daemon.core.errors import ConfigError
 
 
@@ -60,9 +61,7 @@ def _signals(config_path: Path | None, *, as_json: bool) -> int:
         try:
             signals = signal_registry(load_config(config_path), config_path)
         except ConfigError as exc:
-            for issue in exc.issues:
-                print(issue.render(), file=sys.stderr)
-            return EXIT_CONFIG
+            return config_broken(exc)
     if as_json:
         print(json.dumps({"signals": [d.as_json() for d in signals]}, indent=2))
         return EXIT_OK

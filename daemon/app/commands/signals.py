@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from daemon.app.commands.signal_table import signal_units, table_lines
+from daemon.app.config_broken import config_broken
 from daemon.app.control_client import call_daemon
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.app.logging_setup import describe, records_kept
 from daemon.core.clock import SystemClock
 from daemon.core.errors import ConfigError, ControlError, DaemonNotRunningError
@@ -55,9 +56,7 @@ def main(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
     except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue.render(), file=sys.stderr)
-        return EXIT_CONFIG
+        return config_broken(exc)
     notes: list[str] = []
     try:
         answer = _ask_daemon(config, args)
