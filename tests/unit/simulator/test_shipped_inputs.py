@@ -6,7 +6,11 @@ import pickle
 from pathlib import Path
 
 from simulator.errors import SpecError, SpecIssue
+from simulator.profiles import load_profile
 from simulator.shipped import TRACE_DIR, WORKLOAD_DIR, shipped_input
+from simulator.vllm_config import load_vllm_config
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_a_shipped_name_finds_its_workload_or_trace_and_a_path_wins() -> None:
@@ -28,3 +32,11 @@ def test_a_spec_error_pickles_with_its_issues() -> None:
     assert isinstance(again, SpecError)
     assert again.issues == error.issues
     assert str(again) == "w.yaml:3:5: arrivals.rate_rps: must be > 0"
+
+
+def test_the_example_vllm_config_the_readme_runs_is_read_as_written() -> None:
+    # README.md and simulator/README.md run `sim run --config examples/vllm/config.yaml`.
+    profile = load_profile("llama-3.1-8b-h100-tp1")
+    settings = load_vllm_config(ROOT / "examples/vllm/config.yaml", profile)
+    assert (settings.max_num_seqs, settings.max_num_batched_tokens) == (256, 8192)
+    assert settings.shutdown_timeout == 30
