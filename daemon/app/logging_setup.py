@@ -1,7 +1,8 @@
 """Logging set-up: one JSON object per line on stdout (journald reads it), or plain text.
 
 Anything passed as ``extra={...}`` becomes a field of the JSON object. A redaction filter
-replaces every known secret value with ``**********`` in case one ever reaches a message.
+replaces every known secret value with ``**********`` in case one ever reaches a message, and
+the userinfo of any URL (``user:password@``) with ``…(redacted)``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from daemon.core.secret_patterns import without_userinfo
 
 _STANDARD_ATTRIBUTES = frozenset(logging.makeLogRecord({}).__dict__) | {"message", "asctime"}
 REDACTED = "**********"
@@ -63,8 +66,6 @@ class SecretRedactor(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact the message and every string-valued extra field; never drop a record."""
-        if not self._secrets:
-            return True
         record.msg = self._redact(record.getMessage())
         record.args = None
         for key, value in list(record.__dict__.items()):
@@ -75,7 +76,8 @@ class SecretRedactor(logging.Filter):
     def _redact(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, REDACTED)
-        return text
+        # A password in a URL is no known secret, and libraries log the URLs they request.
+        return without_userinfo(text)
 
 
 def configure_logging(

@@ -13,6 +13,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from daemon.core.secret_patterns import refuse_credentials
+
 Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 Port = Annotated[int, Field(ge=0, le=65535)]
 # Slack user ids (U0123, W0123), or unix:LOGIN for people approving with the local CLI.
@@ -58,6 +60,7 @@ class SlackSection(_Section):
         if not value.startswith(("http://", "https://")):
             message = "must be an http:// or https:// URL"
             raise ValueError(message)
+        refuse_credentials(value)
         return value if value.endswith("/") else value + "/"
 
     @field_validator("http_path")

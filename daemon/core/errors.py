@@ -40,6 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.core.secret_patterns import masked
+
 
 class GovernorError(Exception):
     """The root of every error the governor raises on purpose."""
@@ -62,6 +64,12 @@ class ConfigIssue:
     column: int
     key_path: str
     message: str
+
+    def __post_init__(self) -> None:
+        # Issues quote what a file says, and a secret pasted into the wrong field would be
+        # echoed to the terminal, the log and status: secret-looking parts never are.
+        object.__setattr__(self, "key_path", masked(self.key_path))
+        object.__setattr__(self, "message", masked(self.message))
 
     def render(self) -> str:
         """Render as ``path:line:col: message``, the format editors and CI annotators read."""

@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_bodies import BodyReader, Head, Malformed, Oversized, parse_head
+from daemon.core.secret_patterns import without_userinfo
 from daemon.core.version import __version__
 
 T = TypeVar("T")
@@ -114,14 +115,15 @@ class _Target:
 
     @classmethod
     def of(cls, method: str, url: str) -> _Target:
+        shown = without_userinfo(url)  # messages reach logs: never a password in them
         try:
             parts = urlsplit(url)
             port = parts.port
         except ValueError as exc:
-            message = f"{method} {url}: not a URL: {exc}"
+            message = f"{method} {shown}: not a URL: {exc}"
             raise HttpExchangeError(message, INVALID) from exc
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            message = f"{method} {url}: only http:// and https:// URLs with a host are supported"
+            message = f"{method} {shown}: only http:// and https:// URLs with a host are supported"
             raise HttpExchangeError(message, INVALID)
         tls = parts.scheme == "https"
         default_port = 443 if tls else 80
@@ -130,7 +132,7 @@ class _Target:
         host_header = shown_host if port in (None, default_port) else f"{shown_host}:{port}"
         request_target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         if any(char.isspace() or ord(char) < 0x20 or ord(char) == 0x7F for char in url):
-            message = f"{method} {url!r}: a URL must not hold spaces or control characters"
+            message = f"{method} {shown!r}: a URL must not hold spaces or control characters"
             raise HttpExchangeError(message, INVALID)
         return cls(host, port or default_port, tls, request_target, host_header)
 
@@ -140,7 +142,7 @@ class _Exchange:
 
     def __init__(self, method: str, url: str, limits: HttpLimits) -> None:
         self._method = method
-        self._url = url
+        self._url = without_userinfo(url)  # for messages only
         self._limits = limits
         self._target = _Target.of(method, url)
         self._loop = asyncio.get_running_loop()

@@ -27,6 +27,7 @@ from pydantic import (
 
 from daemon.core.knobs import LOG_LEVELS
 from daemon.core.placeholders import refuse_other_placeholders
+from daemon.core.secret_patterns import refuse_credentials
 
 LEVEL_PLACEHOLDER = "{level}"
 LOG_LEVEL_KNOB = "log_level"
@@ -98,7 +99,7 @@ class HttpLogLevelTarget(_Section):
         if value and not value.startswith(("http://", "https://")):
             message = "must be an http:// or https:// URL"
             raise ValueError(message)
-        return value
+        return refuse_credentials(value)
 
     @field_validator("url", "body")
     @classmethod

@@ -28,6 +28,7 @@ from daemon.core.knobs import KNOBS
 from daemon.core.mqtt_topics import subscription_problems
 from daemon.core.placeholders import refuse_other_placeholders
 from daemon.core.recording_settings import RecordingSection
+from daemon.core.secret_patterns import refuse_credentials
 
 
 class _Section(BaseModel):
@@ -133,6 +134,11 @@ class PrometheusSourceSection(_Section):
     keep_labels: tuple[str, ...] = ()
     ca_file: str = ""
     queries: dict[str, str | PrometheusQuery] = {}
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        return refuse_credentials(value)
 
     def query_specs(self) -> dict[str, PrometheusQuery]:
         """Every query as a table, a plain string being a scalar's query."""
@@ -324,7 +330,7 @@ class VllmInstance(_Section):
         if not value.startswith(("http://", "https://")):
             message = "must be an http:// or https:// URL"
             raise ValueError(message)
-        return value.rstrip("/")
+        return refuse_credentials(value).rstrip("/")
 
 
 class GovernorConfig(_Section):

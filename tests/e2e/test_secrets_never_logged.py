@@ -7,12 +7,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from daemon.app.control_client import call_daemon
 from tests.support.daemon import running_daemon, write_config
 
 BOT_TOKEN = "xoxb-1234567890-never-log-me"
 APP_TOKEN = "xapp-1-A0000-never-log-me-either"
 SIGNING_SECRET = "8f14e45fceea167a5a36dedd4bea2543"
+PASSWORD = "hunter2-never-log-me"
 
 
 def test_secrets_from_env_and_credentials_stay_out_of_logs_and_status(short_tmp: Path) -> None:
@@ -51,3 +54,56 @@ def test_a_secret_written_into_the_config_is_refused_without_echoing_it(short_tm
     assert "slack.bot_token: secrets are never read from the config file" in result.stdout
     assert "VLLM_GOVERNOR_SLACK_BOT_TOKEN" in result.stdout
     assert BOT_TOKEN not in result.stdout + result.stderr
+
+
+def _check(config: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "daemon.app.cli", "check", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "extra"),
+    [
+        ("slack.channel", f'[slack]\nchannel = "{BOT_TOKEN}"\n'),
+        ("slack.http_path", f'[slack]\nhttp_path = "{APP_TOKEN}"\n'),
+        ("slack.transport", f'[slack]\ntransport = "{BOT_TOKEN}"\n'),
+    ],
+)
+def test_a_token_pasted_into_any_string_field_is_not_echoed(
+    short_tmp: Path, section: str, extra: str
+) -> None:
+    result = _check(write_config(short_tmp, extra=extra))
+    assert result.returncode == 1
+    assert section in result.stdout
+    assert "(redacted)" in result.stdout
+    assert "never-log-me" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("key", "extra"),
+    [
+        (
+            "slack.api_base_url",
+            f'[slack]\napi_base_url = "https://bot:{PASSWORD}@slack.example/api/"\n',
+        ),
+        (
+            "sources.prometheus.url",
+            f'[sources.prometheus]\nurl = "http://admin:{PASSWORD}@127.0.0.1:9090"\n',
+        ),
+        (
+            "vllm.0.url",
+            f'[[vllm]]\nname = "a"\nurl = "http://u:{PASSWORD}@127.0.0.1:8000"\n',
+        ),
+    ],
+)
+def test_a_url_with_credentials_is_refused_without_echoing_them(
+    short_tmp: Path, key: str, extra: str
+) -> None:
+    result = _check(write_config(short_tmp, extra=extra))
+    assert result.returncode == 1
+    assert f"{key}: must not hold credentials" in result.stdout
+    assert PASSWORD not in result.stdout + result.stderr

@@ -39,3 +39,12 @@ def test_redactor_removes_secrets_from_messages_arguments_and_fields(
     rendered = formatter.format(record)
     assert secret not in rendered
     assert rendered.count(REDACTED) == 2
+
+
+def test_redactor_removes_the_userinfo_of_urls_even_without_known_secrets() -> None:
+    record = _record("GET %s", "https://bot:hunter2@slack.example/api/x", url="http://u:p@h/")
+    assert SecretRedactor([]).filter(record)
+    rendered = JsonFormatter().format(record)
+    assert "hunter2" not in rendered
+    assert "u:p@" not in rendered
+    assert "https://…(redacted)@slack.example/api/x" in json.loads(rendered)["msg"]
