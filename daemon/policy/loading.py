@@ -81,6 +81,29 @@ def policy_files(paths: Iterable[Path]) -> tuple[list[Path], list[ConfigIssue]]:
     return files, issues
 
 
+def unreadable_reason(file: Path) -> str | None:
+    """Why ``file`` is not read as a policy file, or None when it may be.
+
+    A symlink leading out of the file's directory, or anything but a regular file, is refused
+    unread: an error about a file quotes what it says, and a link to another file (a secret,
+    say) must not have that file's lines shown in the log and in status. The reason names
+    nothing of the link's target.
+    """
+    try:
+        if file.is_symlink():
+            target = file.resolve(strict=True)
+            if not target.is_relative_to(file.parent.resolve(strict=True)):
+                return (
+                    "a symlink to a file outside the policy directory: refused, not read "
+                    "(copy the policy into the directory instead)"
+                )
+        if not file.is_file():
+            return "not a regular file: refused, not read"
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or type(exc).__name__}"
+    return None
+
+
 def load_policies(
     paths: Iterable[Path],
     targets: Iterable[str] | None = None,
@@ -103,6 +126,10 @@ def load_policies(
     broken: list[Path] = []
     names: dict[str, Path] = {}
     for file in files:
+        if (reason := unreadable_reason(file)) is not None:
+            issues.append(ConfigIssue(file, 0, 0, "", reason))
+            broken.append(file)
+            continue
         try:
             spec = load_policy(file, known_targets, envelopes, live, signals)
         except ConfigError as exc:

@@ -16,6 +16,7 @@ BOT_TOKEN = "xoxb-1234567890-never-log-me"
 APP_TOKEN = "xapp-1-A0000-never-log-me-either"
 SIGNING_SECRET = "8f14e45fceea167a5a36dedd4bea2543"
 PASSWORD = "hunter2-never-log-me"
+SECRET_LINE = "for: s3cr3t-never-log-me"
 
 
 def test_secrets_from_env_and_credentials_stay_out_of_logs_and_status(short_tmp: Path) -> None:
@@ -107,3 +108,29 @@ def test_a_url_with_credentials_is_refused_without_echoing_them(
     assert result.returncode == 1
     assert f"{key}: must not hold credentials" in result.stdout
     assert PASSWORD not in result.stdout + result.stderr
+
+
+def test_a_policy_symlink_leaving_the_directory_is_refused_unread(short_tmp: Path) -> None:
+    secret_file = short_tmp / "secret.conf"
+    secret_file.write_text(SECRET_LINE + "\n")
+    policies = short_tmp / "policies"
+    policies.mkdir()
+    (policies / "x.yaml").symlink_to(secret_file)
+    config = write_config(short_tmp)
+    text = config.read_text().replace("policy_dirs = []", f'policy_dirs = ["{policies}"]')
+    config.write_text(text)
+
+    checked = _check(config)
+    assert checked.returncode == 1
+    assert "x.yaml" in checked.stdout
+    assert "symlink" in checked.stdout
+    assert "never-log-me" not in checked.stdout + checked.stderr
+
+    with running_daemon(config) as daemon:
+        daemon.wait_for("READY=1")
+        status = call_daemon(short_tmp / "control.sock", "status")
+        daemon.signal(signal.SIGTERM)
+        assert daemon.process.wait(timeout=10) == 0
+    assert "x.yaml" in repr(status)
+    assert "x.yaml" in daemon.log_text()
+    assert "never-log-me" not in daemon.log_text() + repr(status)

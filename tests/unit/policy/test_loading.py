@@ -82,6 +82,32 @@ def test_a_broken_file_is_left_out_and_the_others_load(tmp_path: Path) -> None:
     assert "already used by" in loaded.issues[-1].message
 
 
+def test_a_symlink_leaving_the_directory_is_refused_unread(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.conf"
+    outside.write_text("for: s3cr3t-value\n")
+    policies = tmp_path / "policies"
+    policies.mkdir()
+    (policies / "real.yaml").write_text(GOOD)
+    (policies / "inside.yaml").symlink_to(policies / "real.yaml")
+    (policies / "leak.yaml").symlink_to(outside)
+    (policies / "dangling.yaml").symlink_to(tmp_path / "gone")
+    (policies / "dir.yaml").mkdir()
+    loaded = load_policies([policies])
+    assert [spec.name for spec in loaded.specs] == ["good"]  # inside.yaml: a link inside, read
+    assert loaded.broken_files == (
+        policies / "dangling.yaml",
+        policies / "dir.yaml",
+        policies / "leak.yaml",
+        policies / "real.yaml",  # the name 'good' again, after inside.yaml
+    )
+    rendered = "\n".join(issue.render() for issue in loaded.issues)
+    assert "leak.yaml:0:0: a symlink to a file outside the policy directory" in rendered
+    assert "dir.yaml:0:0: not a regular file" in rendered
+    assert "dangling.yaml:0:0: cannot read it" in rendered
+    assert "s3cr3t" not in rendered
+    assert str(outside) not in rendered
+
+
 def test_division_by_zero_at_run_time_blocks_the_action_not_the_daemon() -> None:
     spec = parse_policy(
         "name: p\nwhen: kv_usage > 0.9\naction:\n  set: {max_num_seqs: 'current / (kv_usage - kv_usage)'}\n",
