@@ -11,7 +11,8 @@ person (a config issue, a log line) goes through :func:`masked` first::
 
 The patterns: Slack tokens (``xoxa-``, ``xoxb-``, ``xoxp-``, ``xoxr-``, ``xoxe-``,
 ``xoxs-``, ``xapp-``), the userinfo of a URL, and a bearer-like run of 32 or more letters,
-digits and ``-_+=`` holding both letters and digits (hex or base64 keys).
+digits and ``-_+=`` that is a hex key (hex digits, some of them digits) or a base64 one (upper
+and lower case letters and digits); ``kv_pressure_scale_down_v2_for_gpu0`` is neither.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ MASK = "…(redacted)"
 _SLACK_TOKEN = re.compile(r"\b(xox[abeprs]-|xapp-)[A-Za-z0-9-]+")
 _USERINFO = re.compile(r"\b([A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s'\"]+@")
 _BEARER_LIKE = re.compile(r"[A-Za-z0-9_+=-]{32,}")
+_HEX = re.compile(r"[0-9a-f]+")
 
 
 def masked(text: str) -> str:
@@ -41,10 +43,13 @@ def without_userinfo(text: str) -> str:
 
 
 def _bearer(match: re.Match[str]) -> str:
+    # Hex keys, or base64 ones (upper and lower case and digits, as random keys have); a long
+    # snake_case name with a version number in it (a policy's, say) is neither.
     run = match.group(0)
-    has_letter = any(char.isalpha() for char in run)
     has_digit = any(char.isdigit() for char in run)
-    return MASK if has_letter and has_digit else run
+    hex_key = has_digit and (_HEX.fullmatch(run.lower()) is not None)
+    base64_key = has_digit and not run.islower() and not run.isupper()
+    return MASK if hex_key or base64_key else run
 
 
 def refuse_credentials(url: str) -> str:

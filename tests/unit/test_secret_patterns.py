@@ -20,6 +20,8 @@ from daemon.core.secret_patterns import masked, refuse_credentials, without_user
         ("must be a channel ID such as C0123ABCD", "must be a channel ID such as C0123ABCD"),
         ("/var/lib/vllm-governor/policies/x.yaml", "/var/lib/vllm-governor/policies/x.yaml"),
         ("http://127.0.0.1:8000/metrics", "http://127.0.0.1:8000/metrics"),
+        ("'kv_pressure_scale_down_v2_for_gpu0_x'", "'kv_pressure_scale_down_v2_for_gpu0_x'"),
+        ("AKIAIOSFODNN7EXAMPLEwJalrXUtnFEMI2K7MDENG", "…(redacted)"),
         (
             "a_very_long_identifier_without_any_digits_at_all",
             "a_very_long_identifier_without_any_digits_at_all",
