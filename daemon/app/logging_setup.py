@@ -66,7 +66,12 @@ class SecretRedactor(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Redact the message and every string-valued extra field; never drop a record."""
-        record.msg = self._redact(record.getMessage())
+        try:
+            message = record.getMessage()
+        except (TypeError, ValueError):
+            # Arguments that do not fit the message: shown, redacted too, rather than raised.
+            message = f"{record.msg} (arguments that do not fit: {record.args!r})"
+        record.msg = self._redact(message)
         record.args = None
         for key, value in list(record.__dict__.items()):
             if key not in _STANDARD_ATTRIBUTES and isinstance(value, str):

@@ -48,3 +48,11 @@ def test_redactor_removes_the_userinfo_of_urls_even_without_known_secrets() -> N
     assert "hunter2" not in rendered
     assert "u:p@" not in rendered
     assert "https://…(redacted)@slack.example/api/x" in json.loads(rendered)["msg"]
+
+
+def test_redactor_never_raises_on_arguments_that_do_not_fit() -> None:
+    record = _record("two %s %s", "https://u:hunter2@h/")
+    assert SecretRedactor([]).filter(record)
+    rendered = JsonFormatter().format(record)
+    assert "arguments that do not fit" in rendered
+    assert "hunter2" not in rendered
