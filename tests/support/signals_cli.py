@@ -17,8 +17,10 @@ def signals_config(directory: Path, url: str, *, window_s: float) -> Path:
     """A governor config reading one server named ``main`` at ``url``, no GPU or host source."""
     extra = (
         f'[signals]\nwindow_s = {window_s}\n[[vllm]]\nname = "main"\nurl = "{url}"\n'
-        # A vLLM front end busy on a shared 2-core machine may take seconds to answer.
-        "scrape_interval_s = 0.5\nscrape_timeout_s = 3.0\nstale_after_s = 15.0\n[sources.nvml]\nenabled = false\n"
+        # A vLLM front end busy on a shared 2-core machine may take seconds to answer, and a
+        # scrape's deadline is for the whole exchange: at 3 s, a CI run under load got one
+        # page in 8 s, too few for any rate or quantile.
+        "scrape_interval_s = 0.5\nscrape_timeout_s = 6.0\nstale_after_s = 15.0\n[sources.nvml]\nenabled = false\n"
         "[sources.host]\nenabled = false\n"
     )
     return write_config(directory, extra=extra)
