@@ -185,7 +185,7 @@ class ChangeSteps:
             # Someone put the server out of rotation on purpose: neither drain nor, after the
             # restart, lift what is theirs to lift.
             return f"gate {where} already {before}: left as it is"
-        await self.mark_facts(**{GATE_HELD: where})
+        self.mark_facts(**{GATE_HELD: where})
         status, error = await _tried(gate.hold)
         if status is None:
             return f"the gate {where} could not be drained ({error})"
@@ -207,12 +207,12 @@ class ChangeSteps:
             return None
         status, error = await _tried(self.gate.admit)
         if status is None:
-            await self.mark_facts(gate_admit_error=error)
+            self.mark_facts(gate_admit_error=error)
             return f"the gate {held} could not be set to admit again: {error}"
-        await self.mark_facts(**{GATE_HELD: None}, gate_admitted=status)
+        self.mark_facts(**{GATE_HELD: None}, gate_admitted=status)
         return f"gate {held} admits again ({status})"
 
-    async def mark_facts(self, **facts: Any) -> None:
+    def mark_facts(self, **facts: Any) -> None:
         """Journal facts without a new step (durably)."""
         self.facts.update(facts)
         self.journal.note(self.entry_id, facts)
