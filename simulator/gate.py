@@ -68,6 +68,8 @@ class Gate(Generic[T]):
         self._queue: deque[Waiting[T]] = deque()
         self.admitted = 0
         self.timed_out = 0
+        # HAProxy's ``set server ... state drain``: nothing new goes in; those inside finish.
+        self.draining = False
 
     @property
     def cap(self) -> int:
@@ -92,7 +94,7 @@ class Gate(Generic[T]):
         if self._queue and now < self._queue[-1].arrived_at:
             message = "arrive() went back in time"
             raise RuntimeError(message)
-        if not self._queue and self.in_flight < self._cap:
+        if not self._queue and not self.draining and self.in_flight < self._cap:
             self.in_flight += 1
             self.admitted += 1
             return True
@@ -120,7 +122,9 @@ class Gate(Generic[T]):
 
     def admit(self, now: float) -> list[Waiting[T]]:
         """Let in the head of the queue while the cap allows; call :meth:`expire` first."""
-        admitted = []
+        admitted: list[Waiting[T]] = []
+        if self.draining:
+            return admitted
         while self._queue and self.in_flight < self._cap:
             waiting = self._queue.popleft()
             if waiting.deadline <= now:

@@ -22,14 +22,29 @@ cap live with :meth:`VirtualRun.set_gate_cap`.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from simulator.arrivals import Arrival
 from simulator.engine import Engine, EngineSnapshot, Phase
 from simulator.gate import Gate, timeout_record, waited_record
 from simulator.requests import FinishedRequest, Outcome
 from simulator.settings import EngineSettings
+from simulator.steps import StepResult
+
+
+class RunObserver(Protocol):
+    """Sees what the engine itself sees, as vLLM's own metrics do (the gate's wait left out)."""
+
+    def step(self, result: StepResult) -> None:
+        """One engine step ended."""
+        ...
+
+    def finished(self, record: FinishedRequest) -> None:
+        """A request left the engine (completed, aborted or refused by it)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +90,7 @@ class VirtualRun:
         arrivals: The workload, sorted by arrival time.
         sample_interval_s: Spacing of the sampling grid.
         gate: An admission gate in front of the engine, or None (arrivals go straight in).
+        observer: Told of every step and every record the engine produces, or None.
     """
 
     def __init__(
@@ -84,15 +100,19 @@ class VirtualRun:
         *,
         sample_interval_s: float = 1.0,
         gate: Gate[Arrival] | None = None,
+        observer: RunObserver | None = None,
     ) -> None:
         self.engine = engine
         self.gate = gate
+        self.observer = observer
         # Request id -> seconds it waited at the gate, until its record comes out.
         self._waited: dict[str, float] = {}
         # Request id -> seconds it waited at the gate, for the records that came out: what
         # vLLM itself measured is the record's latency minus this (a governor in the loop
         # reads vLLM's histograms, which never see the gate).
         self.gate_waits: dict[str, float] = {}
+        # The waits of the last 1024 requests let in, as HAProxy averages its ``qtime``.
+        self.recent_gate_waits: deque[float] = deque(maxlen=1024)
         self._gate_ids = 0
         self._previous_timeouts = 0
         self.now = 0.0
@@ -130,6 +150,14 @@ class VirtualRun:
         self.gate.set_cap(cap)
         self._settle_gate(self.gate)
 
+    def set_gate_draining(self, draining: bool) -> None:
+        """Drain the gate (admit nothing new; those inside finish) or lift the drain."""
+        if self.gate is None:
+            message = "this run has no gate"
+            raise RuntimeError(message)
+        self.gate.draining = draining
+        self._settle_gate(self.gate)
+
     def run(self, horizon: float = math.inf) -> None:
         """Run until the workload is done, or until ``horizon``."""
         self.run_until(horizon)
@@ -154,7 +182,7 @@ class VirtualRun:
             plan = engine.begin_step(self.now) if engine.has_work else None
             if plan is not None:
                 self._sample_before(plan.ends_at)
-                engine.end_step()
+                self._step_ended(engine.end_step())
                 self.now = plan.ends_at
                 if self.gate is not None:
                     self._settle_gate(self.gate)
@@ -175,6 +203,10 @@ class VirtualRun:
         if self.gate is not None:
             self._settle_gate(self.gate)
         self._collect()
+
+    def _step_ended(self, result: StepResult) -> None:
+        if self.observer is not None:
+            self.observer.step(result)
 
     @property
     def _exhausted(self) -> bool:
@@ -216,6 +248,9 @@ class VirtualRun:
 
     def _collect(self) -> None:
         records = self.engine.take_finished()
+        if self.observer is not None:
+            for record in records:
+                self.observer.finished(record)
         if self.gate is None:
             self.finished.extend(records)
             return
@@ -223,6 +258,7 @@ class VirtualRun:
             self.gate.release()
             waited = self._waited.pop(record.request_id)
             self.gate_waits[record.request_id] = waited
+            self.recent_gate_waits.append(waited)
             self.finished.append(waited_record(record, waited))
 
     # -- the gate ----------------------------------------------------------------------

@@ -30,6 +30,7 @@ from actuators.vllm.preflight import Refusal, preflight, refuse
 from actuators.vllm.probes import probe, read_version
 from actuators.vllm.reconcile import reconcile
 from actuators.vllm.registry import VersionRegistry, registry_for
+from actuators.vllm.restart import CommandRunner, run_command
 from actuators.vllm.steps import PLANNED, ChangeSteps, PhaseTimer, hold_if_asked
 from actuators.vllm.verification import baseline_window
 from actuators.vllm.vllm_args import vllm_objection
@@ -62,6 +63,8 @@ class VllmActuator:
         clock: The injected clock.
         freeze_dir: Where freeze files are looked for (the governor's state directory).
         gates: The admission gate in front of an instance, if any: drained before its restart.
+        restart_runner: How the restart command runs (a subprocess; the simulated host in
+            ``simulate``).
         registry_of: Version text -> registry (tests substitute a stub to let a bad flag by).
         objection: vLLM's own parser check (skipped when vLLM is not installed).
     """
@@ -74,6 +77,7 @@ class VllmActuator:
         freeze_dir: Path,
         gates: GateLookup = no_gates,
         *,
+        restart_runner: CommandRunner = run_command,
         registry_of: Callable[[str | None], VersionRegistry] = registry_for,
         objection: Objection = vllm_objection,
     ) -> None:
@@ -82,6 +86,7 @@ class VllmActuator:
         self._clock = clock
         self._freeze_dir = freeze_dir
         self._gates = gates
+        self._restart_runner = restart_runner
         self._registry_of = registry_of
         self._objection = objection
         self._reader = KnobReader()
@@ -119,7 +124,14 @@ class VllmActuator:
         lock = self._locks.setdefault(instance.name, asyncio.Lock())
         async with lock:
             gate = self._gates(instance)
-            return await reconcile(instance, self._journal, self._windows, self._clock, gate)
+            return await reconcile(
+                instance,
+                self._journal,
+                self._windows,
+                self._clock,
+                gate,
+                restart_runner=self._restart_runner,
+            )
 
     async def _apply(
         self, instance: VllmInstance, request: ChangeRequest, dry_run: bool, *, all_checks: bool
@@ -168,6 +180,7 @@ class VllmActuator:
             windows=self._windows,
             clock=self._clock,
             gate=self._gates(instance),
+            restart_runner=self._restart_runner,
         )
         steps.timer.timings.update(timer.timings)
         await hold_if_asked(PLANNED)

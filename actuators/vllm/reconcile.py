@@ -42,6 +42,7 @@ from actuators.vllm.flows import (
 )
 from actuators.vllm.plan import ChangePlan
 from actuators.vllm.probes import NOT_RESTARTED, Probe, same_process
+from actuators.vllm.restart import CommandRunner, run_command
 from actuators.vllm.steps import (
     AFTER_RESTART,
     BEFORE_RESTART,
@@ -73,6 +74,8 @@ async def reconcile(
     windows: SignalWindows,
     clock: Clock,
     gate: GateDrain | None = None,
+    *,
+    restart_runner: CommandRunner = run_command,
 ) -> ActuationResult | None:
     """Finish the open journal entry of ``instance``, if there is one.
 
@@ -94,6 +97,7 @@ async def reconcile(
         windows=windows,
         clock=clock,
         gate=gate,
+        restart_runner=restart_runner,
     )
     log.warning(
         "a change was left unfinished; reconciling",

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from daemon.api import Clock
@@ -45,6 +45,11 @@ class CommandResult:
     def ok(self) -> bool:
         """Whether it exited 0."""
         return self.returncode == 0
+
+
+# How the restart command is run: argv, timeout, clock -> how it ended. On a host that is
+# :func:`run_command`; ``simulate`` plugs in its simulated host, which restarts the engine.
+CommandRunner = Callable[[Sequence[str], float, Clock], Awaitable["CommandResult"]]
 
 
 async def run_command(

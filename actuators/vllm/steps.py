@@ -27,7 +27,7 @@ from actuators.vllm.drain_watch import DrainWatch
 from actuators.vllm.plan import ChangePlan
 from actuators.vllm.probes import Probe, post, wait_ready
 from actuators.vllm.read_back import ReadBack, log_mark, read_back
-from actuators.vllm.restart import CommandResult, run_command
+from actuators.vllm.restart import CommandResult, CommandRunner, run_command
 from actuators.vllm.verification import Verdict, verify
 from daemon.api import (
     ActuationJournal,
@@ -112,8 +112,10 @@ class ChangeSteps:
         windows: SignalWindows,
         clock: Clock,
         gate: GateDrain | None = None,
+        restart_runner: CommandRunner = run_command,
     ) -> None:
         self.instance = instance
+        self.restart_runner = restart_runner
         self.entry_id = entry_id
         self.plan = plan
         self.facts: dict[str, Any] = dict(facts)
@@ -256,7 +258,7 @@ class ChangeSteps:
     async def restart(self) -> CommandResult:
         """Run the restart command of the plan."""
         argv = self.plan.restart
-        return await run_command(argv, self.instance.restart_timeout_s, self.clock)
+        return await self.restart_runner(argv, self.instance.restart_timeout_s, self.clock)
 
     async def restart_counting_refusals(self) -> tuple[CommandResult, int | None]:
         """Run the restart command while counting what the draining server refuses."""

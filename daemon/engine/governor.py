@@ -32,6 +32,7 @@ from daemon.engine.actuation.admission_loop import admission_loop
 from daemon.engine.actuation.log_level_plane import LogLevelFactory
 from daemon.engine.actuation.router import Router
 from daemon.engine.approvals.approval_commands import approval_handlers
+from daemon.engine.approvals.approval_desk import ApprovalDesk
 from daemon.engine.approvals.approval_recheck import PolicyLens
 from daemon.engine.approvals.approvals_plane import ApprovalsPlane
 from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
@@ -165,6 +166,11 @@ class Governor:
     def _config_in_force(self) -> GovernorConfig:
         """The configuration in force now: what every stage reads (it changes on reloads)."""
         return self._loaded.config
+
+    @property
+    def approval_desk(self) -> ApprovalDesk:
+        """The approvals as a chat adapter sees them (``simulate`` clicks through it)."""
+        return self._approvals
 
     @property
     def metrics(self) -> OwnMetrics:
@@ -431,7 +437,12 @@ class Governor:
             message = "'prefix' must be a string"
             raise ControlError(message)
         rows = [row.as_json() for row in self._signals.rows(prefix)]
-        return {"signals": rows, "sources": self._signals.source_status()}
+        page, next_offset = page_of(rows, offset_of(request.args))
+        return {
+            "signals": page,
+            "sources": self._signals.source_status(),
+            "next_offset": next_offset,
+        }
 
 
 def _needs_restart(path: Path, setting: str) -> ConfigIssue:

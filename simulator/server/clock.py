@@ -8,6 +8,15 @@ is monotonic, so a wall-clock jump (NTP, suspend) does not stretch a simulated s
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
+
+
+class SimulatedNow(Protocol):
+    """Anything that tells the engine's time: the loop clock here, a virtual run elsewhere."""
+
+    def now(self) -> float:
+        """Simulated seconds now."""
+        ...
 
 
 class LoopClock:

@@ -34,7 +34,7 @@ from prometheus_client.samples import Sample
 
 from simulator.engine import Engine, EngineSnapshot
 from simulator.requests import FinishedRequest, Outcome, RejectReason
-from simulator.server.clock import LoopClock
+from simulator.server.clock import SimulatedNow
 from simulator.server.histograms import (
     ITERATION_TOKENS_BUCKETS,
     REQUEST_LATENCY_BUCKETS,
@@ -99,7 +99,7 @@ class VllmMetrics:
         created: Unix time the counters started (the ``_created`` series).
     """
 
-    def __init__(self, engine: Engine, clock: LoopClock, *, created: float) -> None:
+    def __init__(self, engine: Engine, clock: SimulatedNow, *, created: float) -> None:
         self._engine = engine
         self._clock = clock
         settings = engine.settings

@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from daemon.app.simulation.approvals import Answer
 from daemon.app.simulation.baselines import Limiter, NaiveScript, Static
 from daemon.app.simulation.config import instance_of, load_simulation_config
 from daemon.app.simulation.events import EventLog
-from daemon.app.simulation.governor import Governor
+from daemon.app.simulation.governed import govern, scratch_directory
 from daemon.app.simulation.names import GOVERNOR, LIMITERS, NAIVE, RESTART_ONLY, STATIC_DEFAULT
 from daemon.app.simulation.tallies import RunTally, tally
-from daemon.app.simulation.workloads import load
+from daemon.app.simulation.workloads import Workload, load
 from daemon.core.settings import GovernorConfig
 from daemon.policy.loading import load_policies
 from daemon.sources.registry import signal_registry
@@ -37,6 +36,7 @@ from simulator.virtual_time import VirtualRun
 # HAProxy's `timeout queue` in examples/haproxy/haproxy.cfg: a request waits at most this long.
 QUEUE_TIMEOUT_S = 1.5
 STATIC_PREFIX = "static:"  # static:<max_num_seqs>x<max_num_batched_tokens>, a grid point
+APPROVE, REJECT = "approve", "reject"  # what the simulated approver clicks
 
 
 class Controller(Protocol):
@@ -74,7 +74,7 @@ class Job:
     policy_dirs: tuple[Path, ...] = ()
     config: Path | None = None
     approval_delay_s: float = 60.0
-    approval_answer: str = Answer.APPROVE.value
+    approval_answer: str = APPROVE
 
 
 def static_name(max_num_seqs: int, max_num_batched_tokens: int) -> str:
@@ -95,14 +95,18 @@ def execute(job: Job) -> RunTally:
     gated = job.controller in LIMITERS or job.controller == GOVERNOR
     gate = Gate[Arrival](settings.max_num_seqs, QUEUE_TIMEOUT_S) if gated else None
     run = VirtualRun(Engine(profile, settings), workload.arrivals, gate=gate)
-    controller = _controller(job, run)
-    now = 0.0
-    while now < workload.duration_s:
-        now += 1.0
-        run.run_until(now)
-        controller.step(now)
+    if job.controller in (GOVERNOR, RESTART_ONLY):
+        log = _governed(job, run, workload, gated=gated)
+    else:
+        controller = _controller(job, run)
+        now = 0.0
+        while now < workload.duration_s:
+            now += 1.0
+            run.run_until(now)
+            controller.step(now)
+        log = controller.log
     run.run()
-    result = tally(job.controller, job.seed, run, workload, controller.log.events)
+    result = tally(job.controller, job.seed, run, workload, log.events)
     result.settings = {
         "max_num_seqs": settings.max_num_seqs,
         "max_num_batched_tokens": settings.max_num_batched_tokens,
@@ -116,38 +120,43 @@ def _controller(job: Job, run: VirtualRun) -> Controller:
         return NaiveScript(run)
     if name in LIMITERS:
         return Limiter(run, name)
-    if name in (GOVERNOR, RESTART_ONLY):
-        return _governor(job, run, with_admission=name == GOVERNOR)
     if name == STATIC_DEFAULT or name.startswith(STATIC_PREFIX):
         return Static(run)
     message = f"unknown controller {name!r}"
     raise ValueError(message)
 
 
-def _governor(job: Job, run: VirtualRun, *, with_admission: bool) -> Governor:
-    config: GovernorConfig = load_simulation_config(job.config)
-    instance = instance_of(config)
-    signals = signal_registry(config)
+def _governed(job: Job, run: VirtualRun, workload: Workload, *, gated: bool) -> EventLog:
+    """The daemon's own Governor over the run (see :mod:`daemon.app.simulation.governed`)."""
+    config = load_simulation_config(job.config)
+    instance_of(config)  # one [[vllm]] instance at least, or a clear error
+    _check_policies(job, config)
+    policies = config.governor.model_copy(update={"policy_dirs": job.policy_dirs})
+    with scratch_directory() as scratch:
+        return govern(
+            run,
+            Path(scratch),
+            config.model_copy(update={"governor": policies}),
+            duration_s=workload.duration_s,
+            gated=gated,
+            approval_delay_s=job.approval_delay_s,
+            approve=job.approval_answer == APPROVE,
+        )
+
+
+def _check_policies(job: Job, config: GovernorConfig) -> None:
+    """Refuse policies that do not load, before anything runs (the daemon would run the rest).
+
+    Raises:
+        ValueError: every problem, located.
+    """
     loaded = load_policies(
-        job.policy_dirs, config.target_names(), config.envelopes(), signals=signals
+        job.policy_dirs, config.target_names(), config.envelopes(), signals=signal_registry(config)
     )
     if loaded.issues:
         problems = "; ".join(str(issue) for issue in loaded.issues)
         message = f"policies failed to load: {problems}"
         raise ValueError(message)
-    specs = [
-        spec
-        for spec in loaded.specs
-        if with_admission or spec.action is None or spec.action.admission is None
-    ]
-    return Governor(
-        run,
-        specs,
-        instance,
-        interval_s=config.governor.evaluation_interval_s,
-        approval_delay_s=job.approval_delay_s,
-        approval_answer=Answer(job.approval_answer),
-    )
 
 
 def execute_all(

@@ -1,0 +1,199 @@
+"""A simulated run governed by the daemon itself: the same Governor as ``run``, other adapters.
+
+``simulate``'s ``governor`` (and ``governor-restart-only``) is the daemon's own composition
+(:class:`daemon.engine.governor.Governor`: signal plane, policies, evaluator, router, the vLLM
+actuator's whole protocol, approvals with the click-time re-check, the admission loop), built
+in-process on a :class:`~daemon.core.virtual_time.VirtualTimeLoop`. It differs from the daemon
+only in what is plugged into its ports:
+
+- **clock**: the loop's virtual clock, from :data:`EPOCH` (a Monday, 00:00);
+- **the server**: a :class:`~simulator.server.virtual_host.VirtualHost` over the run, scraped
+  and probed over loopback HTTP (:mod:`simulator.server.virtual_face`), its config file and
+  log in a scratch directory;
+- **the service manager**: the restart command restarts the simulated engine into what the
+  file says (:class:`HostRestart`), in place of ``systemctl``;
+- **the gate**: HAProxy's runtime API over the run's gate, on a Unix socket
+  (:mod:`simulator.server.virtual_haproxy`); ``governor-restart-only`` runs without one;
+- **approvals**: a simulated approver clicking through the approvals' chat port
+  (:mod:`daemon.app.simulation.approver`);
+- **vLLM's own parser check**: none (the simulator's settings check refuses what vLLM would).
+
+What the governor did is read back from its own journals (:mod:`daemon.app.simulation.journals`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from actuators.haproxy.actuator import HaproxyActuator
+from actuators.vllm.actuator import VllmActuator
+from actuators.vllm.restart import CommandResult
+from daemon.api import ActuationJournal, Clock, GateLookup, SignalWindows
+from daemon.app.simulation.approver import SimulatedApprover
+from daemon.app.simulation.clock import EPOCH
+from daemon.app.simulation.events import EventLog
+from daemon.app.simulation.journals import read_events
+from daemon.app.simulation.sandbox import Sandbox, sandboxed
+from daemon.core.settings import GovernorConfig
+from daemon.core.virtual_time import VirtualClock, run_in_virtual_time
+from daemon.engine.governor import Governor, LoadedConfig
+from daemon.engine.runtime.service_manager import NoServiceManager
+from simulator.errors import SpecError
+from simulator.server.virtual_face import serve_face
+from simulator.server.virtual_haproxy import VirtualHaproxy, serve_haproxy
+from simulator.server.virtual_host import VirtualHost, engine_settings_yaml
+from simulator.virtual_time import VirtualRun
+
+log = logging.getLogger(__name__)
+
+# The restart command of the simulated instance: only this one is run (as systemctl would
+# refuse an unknown unit).
+RESTART_COMMAND = ("simulated-restart", "{unit}")
+
+
+class HostRestart:
+    """The service manager of the simulated host: its restart command restarts the engine."""
+
+    def __init__(self, host: VirtualHost, unit: str) -> None:
+        self._host = host
+        self._argv = tuple(word.replace("{unit}", unit) for word in RESTART_COMMAND)
+
+    async def __call__(self, argv: Sequence[str], timeout_s: float, clock: Clock) -> CommandResult:
+        """Restart as ``systemctl restart`` would: 0 once the server is on its way back."""
+        del timeout_s  # the engine's restart never hangs
+        arguments = tuple(argv)
+        if arguments != self._argv:
+            return CommandResult(arguments, 1, f"unknown command {list(arguments)}", 0.0)
+        try:
+            self._host.restart()
+        except (SpecError, RuntimeError) as exc:
+            return CommandResult(arguments, 1, str(exc), 0.0)
+        return CommandResult(arguments, 0, "", 0.0)
+
+
+def govern(
+    run: VirtualRun,
+    host_files: Path,
+    config: GovernorConfig,
+    *,
+    duration_s: float,
+    gated: bool,
+    approval_delay_s: float,
+    approve: bool,
+) -> EventLog:
+    """Run the daemon's Governor over ``run`` for ``duration_s`` virtual seconds.
+
+    ``host_files`` is a scratch directory; the run's engine must already have the settings its
+    config file (written there) says. Returns what the governor did, from its journals.
+    """
+    return run_in_virtual_time(
+        _govern(
+            run,
+            host_files,
+            config,
+            duration_s=duration_s,
+            gated=gated,
+            approval_delay_s=approval_delay_s,
+            approve=approve,
+        )
+    )
+
+
+async def _govern(
+    run: VirtualRun,
+    files: Path,
+    config: GovernorConfig,
+    *,
+    duration_s: float,
+    gated: bool,
+    approval_delay_s: float,
+    approve: bool,
+) -> EventLog:
+    loop = asyncio.get_running_loop()
+    clock = VirtualClock(loop, EPOCH)
+    sandbox = Sandbox(files)
+    sandbox.vllm_yaml.write_text(engine_settings_yaml(run.engine.settings))
+    host = VirtualHost(
+        run, run.engine.profile, sandbox.vllm_yaml, EPOCH.timestamp(), sandbox.server_log
+    )
+    face = await serve_face(host, "127.0.0.1", 0)
+    port = _port_of(face)
+    haproxy = None
+    if gated:
+        haproxy = await serve_haproxy(
+            VirtualHaproxy(host, sandbox.backend, sandbox.server), sandbox.haproxy_socket
+        )
+    governed = sandboxed(config, sandbox, port, RESTART_COMMAND, gated=gated)
+    instance = governed.vllm[0]
+    restart = HostRestart(host, instance.unit)
+
+    def actuator(
+        journal: ActuationJournal,
+        windows: SignalWindows,
+        actuator_clock: Clock,
+        freeze_dir: Path,
+        gates: GateLookup,
+    ) -> VllmActuator:
+        return VllmActuator(
+            journal,
+            windows,
+            actuator_clock,
+            freeze_dir,
+            gates,
+            restart_runner=restart,
+            objection=_no_objection,
+        )
+
+    loaded = LoadedConfig(governed, sandbox.config_path, clock.wall())
+    governor = Governor(
+        loaded,
+        clock,
+        NoServiceManager(),
+        actuator_factory=actuator,
+        gate_actuator_factory=HaproxyActuator,
+    )
+    events = EventLog()
+    approver = SimulatedApprover(
+        governor.approval_desk, clock, events, delay_s=approval_delay_s, approve=approve
+    )
+    try:
+        async with asyncio.TaskGroup() as group:
+            governing = group.create_task(governor.run(), name="governor")
+            approving = group.create_task(approver.run(), name="simulated approver")
+            while loop.time() < duration_s and not governing.done():
+                await asyncio.sleep(min(1.0, duration_s - loop.time()))
+                host.sync()  # the world moves on whether or not anybody looks
+            governor.request_stop()
+            await governing
+            approving.cancel()
+    finally:
+        await face.cleanup()
+        if haproxy is not None:
+            haproxy.close()
+            with contextlib.suppress(OSError):
+                await haproxy.wait_closed()
+    return read_events(sandbox.state_dir, instance.name, events)
+
+
+def _port_of(runner: object) -> int:
+    addresses = getattr(runner, "addresses", [])
+    for address in addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    message = "the simulated server's port could not be read"
+    raise RuntimeError(message)
+
+
+async def _no_objection(_args: str, _clock: Clock, _python: Path | None) -> str:
+    """VLLM's parser is not run in simulation: the simulator's own settings check stands in."""
+    return ""
+
+
+def scratch_directory() -> tempfile.TemporaryDirectory[str]:
+    """A short-named scratch directory (Unix socket paths are limited to 107 bytes)."""
+    return tempfile.TemporaryDirectory(prefix="vg-sim-", dir="/tmp")

@@ -1,0 +1,79 @@
+"""What a governed simulation did, read back from the governor's own journals.
+
+The actuation journal says when each restart and each revert's restart began (its steps
+``restarting`` and ``revert_restarting``), with the plan's knob moves, and how each change
+ended: verified (``done``), reverted and quarantined, refused by preflight (with the reason),
+or failed. The gate's journal holds every cap the admission loop set. Proposals and their
+answers are logged by the simulated approver as they happen.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+
+from daemon.app.simulation.clock import EPOCH
+from daemon.app.simulation.events import (
+    CAP,
+    QUARANTINED,
+    REFUSED,
+    RESTART,
+    REVERT,
+    VERIFIED,
+    Event,
+    EventLog,
+)
+from daemon.core.actuation import DONE, FAILED, REVERTED
+from daemon.core.actuation import REFUSED as REFUSED_STATE
+from daemon.core.clock import SystemClock
+from daemon.core.gate_actuation import CAP_APPLIED, CAP_REVERTED
+from daemon.engine.evaluation.policy_plane import STATE_FILE
+from daemon.engine.storage.cap_journal import FILE as CAP_JOURNAL_FILE
+from daemon.engine.storage.cap_journal import SqliteCapJournal
+from daemon.engine.storage.journal_store import SqliteJournal
+
+_EVERY = 1_000_000  # read the whole journal back
+
+
+def read_events(state_dir: Path, target: str, logged: EventLog) -> EventLog:
+    """Every event of the run in time order: the journals' and those ``logged`` already."""
+    events = list(logged.events)
+    journal = SqliteJournal(state_dir / STATE_FILE, SystemClock())
+    try:
+        for entry in reversed(journal.recent(_EVERY)):
+            moves = {k: (float(v[0]), float(v[1])) for k, v in entry.plan.get("knobs", {}).items()}
+            back = {knob: (new, old) for knob, (old, new) in moves.items()}
+            for at, step in journal.steps(entry.id):
+                if step == "restarting":
+                    events.append(Event(_seconds(at), RESTART, entry.policy, moves))
+                elif step == "revert_restarting":
+                    events.append(Event(_seconds(at), REVERT, entry.policy, back))
+            ended = _seconds(entry.finished_at or entry.started_at)
+            outcome = entry.outcome or ""
+            if entry.state == DONE:
+                events.append(Event(ended, VERIFIED, entry.policy, detail=outcome))
+            elif entry.state in (REVERTED, FAILED):
+                events.append(Event(ended, QUARANTINED, entry.policy, detail=outcome))
+            elif entry.state == REFUSED_STATE:
+                events.append(Event(ended, REFUSED, entry.policy, detail=outcome))
+    finally:
+        journal.close()
+    caps = SqliteCapJournal(state_dir / CAP_JOURNAL_FILE, SystemClock())
+    try:
+        for row in reversed(caps.recent(target, _EVERY)):
+            if row["state"] not in (CAP_APPLIED, CAP_REVERTED):
+                continue
+            before = float(row["before"]) if row["before"] is not None else float("nan")
+            after = float(row["after"]) if row["after"] is not None else float("nan")
+            capped_at = float(row["at"]) - EPOCH.timestamp()
+            changes = {"gate_cap": (before, after)}
+            events.append(Event(capped_at, CAP, str(row["policy"]), changes, str(row["reason"])))
+    finally:
+        caps.close()
+    result = EventLog()
+    result.events = sorted(events, key=lambda event: event.at)
+    return result
+
+
+def _seconds(at: datetime) -> float:
+    return (at - EPOCH).total_seconds()
