@@ -41,6 +41,23 @@ ITERATION_TOKENS_BUCKETS = (
 )
 
 
+def one_two_five_buckets(max_value: int) -> tuple[float, ...]:
+    """The 1-2-5 bounds of vLLM's ``build_1_2_5_buckets``: 1, 2, 5, 10... up to ``max_value``.
+
+    The bounds of the per-request token histograms (``request_prompt_tokens``,
+    ``request_generation_tokens``), with ``max_model_len`` as ``max_value``.
+    """
+    bounds: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_value:
+                return tuple(bounds)
+            bounds.append(float(value))
+        exponent += 1
+
+
 class WeightedHistogram:
     """A cumulative Prometheus histogram that can observe one value ``count`` times at once.
 

@@ -15,9 +15,13 @@ What differs from a real server, on purpose:
 * Latency histograms (queue, prefill, decode, inference, e2e, per-request TPOT) observe
   completed requests only; aborted ones count in ``request_success_total{finished_reason=
   "abort"}``.
-* ``request_prompt_tokens``, ``request_generation_tokens``, ``request_params_*`` and
-  ``request_max_num_generation_tokens`` are absent: their buckets depend on
-  ``max_model_len``, which the simulator does not model, and no governor signal reads them.
+* ``request_prompt_tokens`` and ``request_generation_tokens`` observe every request counted
+  in ``request_success_total`` (completed and aborted), as vLLM does; their buckets are
+  vLLM's 1-2-5 series up to ``max_model_len`` (:func:`~simulator.server.histograms.\
+  one_two_five_buckets`), which the simulator does not model otherwise: the YAML's
+  ``max-model-len`` when it gives one, else the Llama 3.x context of 131,072 tokens.
+* ``request_params_*`` and ``request_max_num_generation_tokens`` are absent: no governor
+  signal reads them.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from simulator.server.histograms import (
     TOKEN_LATENCY_BUCKETS,
     TTFT_BUCKETS,
     WeightedHistogram,
+    one_two_five_buckets,
 )
 from simulator.steps import EngineCounters, StepResult
 
@@ -48,6 +53,14 @@ FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")
 # Admission limits of the API server (max-num-queued-reqs, max-num-queued-tokens).
 ADMISSION_REASONS = (RejectReason.MAX_NUM_QUEUED_REQS, RejectReason.MAX_NUM_QUEUED_TOKENS)
 _LABELS = ("model_name", "engine")
+# vLLM's max_model_len when the YAML sets none: the context length of the Llama 3.x models the
+# shipped profiles stand for (a real server reads it from the model's config).
+DEFAULT_MAX_MODEL_LEN = 131_072
+# The per-request length histograms, whose buckets depend on max_model_len.
+_LENGTHS = {
+    "request_prompt_tokens": "Number of prefill tokens processed.",
+    "request_generation_tokens": "Number of generation tokens processed.",
+}
 
 # name -> (help text, bucket bounds), in vLLM's order of registration.
 _HISTOGRAMS: dict[str, tuple[str, tuple[float, ...]]] = {
@@ -106,7 +119,8 @@ class VllmMetrics:
         self._settings = settings
         self._created = created
         self._labels = [settings.served_model_name, "0"]
-        self._histograms = {
+        lengths = one_two_five_buckets(_max_model_len(settings.ignored))
+        self._histograms = {name: WeightedHistogram(lengths) for name in _LENGTHS} | {
             name: WeightedHistogram(bounds) for name, (_, bounds) in _HISTOGRAMS.items()
         }
         self._finished = dict.fromkeys(FINISHED_REASONS, 0)
@@ -130,6 +144,8 @@ class VllmMetrics:
         if record.outcome is Outcome.REJECTED:
             return
         self._finished[finished_reason] += 1
+        self._histograms["request_prompt_tokens"].observe(record.prompt_tokens)
+        self._histograms["request_generation_tokens"].observe(record.output_tokens)
         if record.outcome is not Outcome.COMPLETED:
             return
         observed = (
@@ -152,6 +168,8 @@ class VllmMetrics:
         """Every ``vllm:*`` family, as prometheus-client's registry asks for them."""
         yield from self._gauges(self._engine.snapshot(self._clock.now()))
         yield from self._counters(self._engine.counters or EngineCounters())
+        for name, help_text in _LENGTHS.items():
+            yield self._histogram(name, help_text)
         for name, (help_text, _) in _HISTOGRAMS.items():
             yield self._histogram(name, help_text)
         yield self._cache_config_info()
@@ -257,3 +275,13 @@ class VllmMetrics:
         )
         info.add_metric(list(labels.values()), 1.0)
         return info
+
+
+def _max_model_len(ignored: tuple[tuple[str, str], ...]) -> int:
+    """The YAML's ``max-model-len`` when it is a plain number, else the default.
+
+    vLLM also takes ``32k`` / ``32K`` (decimal and binary); only the bucket bounds depend on it
+    here, so such a value falls back to the default rather than being guessed.
+    """
+    text = dict(ignored).get("max-model-len", "")
+    return int(text) if text.isdigit() and int(text) >= 1 else DEFAULT_MAX_MODEL_LEN

@@ -42,6 +42,15 @@ SIM_ONLY = {
     ),
     "vllm_admission_rejections_total": "the counter of 0.33's max-num-queued-* admission limits "
     "(docs/sources.md#metrics); the synthesized page omits it",
+    **dict.fromkeys(
+        [
+            f"vllm_{name}{suffix}"
+            for name in ("request_prompt_tokens", "request_generation_tokens", "iteration_tokens")
+            for suffix in ("_bucket", "_count", "_sum")
+        ],
+        "histograms vLLM registers and a real 0.32 page shows (real-0.32-cpu/preempting.txt); "
+        "the synthesized page omits them",
+    ),
 }
 # Canonical signals of the fixture the simulator lacks, and why: none.
 FIXTURE_ONLY: dict[str, str] = {}
