@@ -37,7 +37,7 @@ from daemon.engine.approvals.approval_recheck import PolicyLens
 from daemon.engine.approvals.approvals_plane import ApprovalsPlane
 from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
-from daemon.engine.evaluation.policy_plane import STATE_FILE, PolicyPlane
+from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
@@ -50,6 +50,7 @@ from daemon.engine.runtime.own_metrics import (
 )
 from daemon.engine.runtime.service_manager import ServiceManager
 from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
+from daemon.engine.storage.state_db import STATE_FILE
 from daemon.engine.storage.state_store import StateStore
 from daemon.policy.views import target_views
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from daemon.core.config_files import load_config
 from daemon.core.virtual_time import EPOCH, VirtualClock, run_in_virtual_time
-from daemon.engine.evaluation.policy_plane import STATE_FILE
 from daemon.engine.governor import Governor, LoadedConfig
 from daemon.engine.runtime.service_manager import NoServiceManager
+from daemon.engine.storage.state_db import STATE_FILE
 from daemon.engine.storage.state_store import StateStore
 from simulator.server.options import ServeOptions, resolve
 from simulator.server.process import serve

@@ -27,10 +27,9 @@ from daemon.core.actuation import DONE, FAILED, REVERTED
 from daemon.core.actuation import REFUSED as REFUSED_STATE
 from daemon.core.clock import SystemClock
 from daemon.core.gate_actuation import CAP_APPLIED, CAP_REVERTED
-from daemon.engine.evaluation.policy_plane import STATE_FILE
-from daemon.engine.storage.cap_journal import FILE as CAP_JOURNAL_FILE
 from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
+from daemon.engine.storage.state_db import STATE_FILE
 
 _EVERY = 1_000_000  # read the whole journal back
 
@@ -58,7 +57,7 @@ def read_events(state_dir: Path, target: str, logged: EventLog) -> EventLog:
                 events.append(Event(ended, REFUSED, entry.policy, detail=outcome))
     finally:
         journal.close()
-    caps = SqliteCapJournal(state_dir / CAP_JOURNAL_FILE, SystemClock())
+    caps = SqliteCapJournal(state_dir / STATE_FILE, SystemClock())
     try:
         for row in reversed(caps.recent(target, _EVERY)):
             if row["state"] not in (CAP_APPLIED, CAP_REVERTED):

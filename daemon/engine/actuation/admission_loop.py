@@ -47,8 +47,8 @@ from daemon.engine.actuation.haproxy_gate import HaproxyGate
 from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import Readiness
-from daemon.engine.storage.cap_journal import FILE as CAP_JOURNAL_FILE
 from daemon.engine.storage.cap_journal import SqliteCapJournal
+from daemon.engine.storage.state_db import STATE_FILE
 from daemon.policy.admission.controllers import build_controller
 from daemon.policy.admission.from_view import admission_signals
 from daemon.policy.admission.signals import AdmissionController
@@ -323,7 +323,7 @@ def admission_loop(
     if factory is None or not gates:
         return None
     state_dir = current.governor.state_dir
-    journal = SqliteCapJournal(state_dir / CAP_JOURNAL_FILE, clock)
+    journal = SqliteCapJournal(state_dir / STATE_FILE, clock)
     loop = AdmissionLoop(
         config=config,
         specs=lambda: policies.policies.specs,

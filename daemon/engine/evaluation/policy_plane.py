@@ -37,7 +37,6 @@ from daemon.sources.registry import signal_registry
 log = logging.getLogger(__name__)
 
 WATCH_INTERVAL_S = 2.0
-STATE_FILE = "state.sqlite3"
 
 
 class PolicyPlane:

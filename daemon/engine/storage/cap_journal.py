@@ -1,21 +1,29 @@
-"""The journal of admission-cap changes: one durable row per change, in its own SQLite file.
+"""The journal of admission-cap changes: one durable row per change, in the state database.
 
 Cap changes are many (a burst may move the cap a few times a minute) and restart nothing, so
-they stay out of the actuation journal, whose done entries count against restart budgets and
-dwell times. A row is written only for a change (applied, reverted, failed), never for a hold
-or a refusal, and the table keeps the newest :data:`KEEP_ROWS` rows.
+they have a table of their own beside the actuation journal, whose done entries count against
+restart budgets and dwell times. A row is written only for a change (applied, reverted,
+failed), never for a hold or a refusal, and the table keeps the newest :data:`KEEP_ROWS` rows.
+
+Earlier governors kept this table in a file of its own (:data:`LEGACY_FILE`). Opening the
+journal adopts that file's rows once, in the transaction that marks the adoption done, and
+renames the file ``*.adopted``; a crash in between leaves either nothing adopted or the rows
+and the mark together, never rows twice.
 """
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 from daemon.core.clock import Clock
 from daemon.core.gate_actuation import CapResult
-from daemon.engine.storage.state_db import Schema, connect
+from daemon.engine.storage.state_db import Schema, connect, transaction
 
-FILE = "gate-journal.sqlite3"
+LEGACY_FILE = "gate-journal.sqlite3"
+_ADOPTED = "gate_journal_adopted"  # its row in schema_versions: the legacy file's rows are in
 KEEP_ROWS = 20_000
 SCHEMA = Schema(
     "gate_journal",
@@ -32,11 +40,18 @@ CREATE TABLE IF NOT EXISTS cap_changes (
 
 
 class SqliteCapJournal:
-    """Cap changes in ``STATE_DIR/gate-journal.sqlite3``."""
+    """Cap changes in the state database at ``path`` (``STATE_DIR/state.sqlite3``)."""
 
     def __init__(self, path: Path, clock: Clock) -> None:
         self._db = connect(path, SCHEMA)
         self._clock = clock
+        legacy = path.parent / LEGACY_FILE
+        if legacy.exists():
+            try:
+                _adopt(self._db, legacy)
+            except BaseException:
+                self._db.close()
+                raise
 
     def close(self) -> None:
         """Close the file."""
@@ -72,3 +87,34 @@ class SqliteCapJournal:
         )
         keys = ("at", "policy", "state", "before", "after", "reason", "outcome")
         return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def _adopt(db: sqlite3.Connection, legacy: Path) -> None:
+    """Copy the legacy file's rows in (once), then rename the file out of the way."""
+    adopted = db.execute(
+        "SELECT version FROM schema_versions WHERE component = ?", (_ADOPTED,)
+    ).fetchone()
+    if adopted is None:
+        # ATTACH is refused inside a transaction: attach first, copy and mark in one.
+        db.execute("ATTACH DATABASE ? AS legacy", (str(legacy),))
+        try:
+            tables = db.execute(
+                "SELECT name FROM legacy.sqlite_master WHERE type = 'table' AND name = ?",
+                ("cap_changes",),
+            ).fetchall()
+            with transaction(db):
+                if tables:
+                    db.execute(
+                        "INSERT INTO cap_changes"
+                        " (at, target, policy, state, before, after, reason, outcome)"
+                        " SELECT at, target, policy, state, before, after, reason, outcome"
+                        " FROM legacy.cap_changes ORDER BY id"
+                    )
+                db.execute(
+                    "INSERT INTO schema_versions (component, version) VALUES (?, 1)", (_ADOPTED,)
+                )
+        finally:
+            db.execute("DETACH DATABASE legacy")
+    for suffix in ("", "-wal", "-shm"):
+        with contextlib.suppress(FileNotFoundError):
+            Path(f"{legacy}{suffix}").rename(f"{legacy}{suffix}.adopted")

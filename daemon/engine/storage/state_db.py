@@ -1,10 +1,10 @@
 """How each store opens the governor's state database, migrates its tables and writes to it.
 
-The policy states, the actuation journal and the approvals share one SQLite file under
-``governor.state_dir``, each through its own connection (the gate's cap journal has a file of
-its own, opened the same way). All of them open it the same way and write in
-``BEGIN IMMEDIATE`` transactions, so that two writers queue on the file's lock instead of
-failing half-way through a read-modify-write.
+The policy states, the actuation journal, the approvals and the gate's cap journal share one
+SQLite file under ``governor.state_dir`` (:data:`STATE_FILE`), each through its own
+connection. All of them open it the same way and write in ``BEGIN IMMEDIATE`` transactions,
+so that two writers queue on the file's lock instead of failing half-way through a
+read-modify-write.
 
 Each store owns a component of the schema (:class:`Schema`): an ordered list of migrations,
 the first of which creates its tables. ``schema_versions`` records how many of them a file has
@@ -23,6 +23,7 @@ from pathlib import Path
 
 from daemon.core.errors import GovernorError
 
+STATE_FILE = "state.sqlite3"
 VERSIONS_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_versions (
     component TEXT PRIMARY KEY, version INTEGER NOT NULL
