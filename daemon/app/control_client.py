@@ -43,6 +43,29 @@ def call_daemon(socket_path: Path, command: str, timeout_s: float = 10.0, **args
     return reply.result
 
 
+def call_daemon_paged(socket_path: Path, command: str, rows: str, **args: Any) -> dict[str, Any]:
+    """A paged command's whole answer: every page's ``rows`` in order, with the last page's rest.
+
+    The daemon answers a long list a page at a time (see
+    :func:`daemon.core.control_protocol.page_of`); each page is computed afresh, so a row that
+    appeared or went between two pages may be missing or shown twice.
+
+    Raises:
+        DaemonNotRunningError: nothing listens on ``socket_path``.
+        ControlError: the daemon refused the command or the conversation failed.
+    """
+    gathered: list[Any] = []
+    offset: int | None = 0
+    answer: dict[str, Any] = {}
+    while offset is not None:
+        answer = call_daemon(socket_path, command, offset=offset, **args)
+        gathered.extend(answer[rows])
+        offset = answer.get("next_offset")
+    answer[rows] = gathered
+    answer.pop("next_offset", None)
+    return answer
+
+
 def answer_or_say_why(socket_path: Path, command: str, **args: Any) -> Any:
     """:func:`call_daemon` for a CLI command: on failure, say why on stderr and answer None.
 

@@ -5,13 +5,16 @@ or ``{"ok": false, "error": MESSAGE}``. Nothing is buffered or parsed without bo
 is at most :data:`MAX_REQUEST_BYTES` on one line, nests at most :data:`MAX_NESTING` arrays and
 objects (deeper ones would exhaust the parser's recursion), and its numbers are finite (JSON
 has no ``Infinity`` or ``NaN``, and ``1e400`` would read as one). An answer, which may list a
-lot of state, is at most :data:`MAX_LINE_BYTES`.
+lot of state, is at most :data:`MAX_LINE_BYTES`; a list that may be longer (every signal of a
+store at its bounds) is answered a page at a time (:func:`page_of`): the request names the
+``offset`` to start from, the answer the ``next_offset`` to ask for (null after the last page).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +24,40 @@ MAX_LINE_BYTES = 1 << 20
 MAX_REQUEST_BYTES = 1 << 16
 MAX_NESTING = 16
 TOO_LONG = f"a request is at most {MAX_REQUEST_BYTES} bytes on one line"
+# The rows of one page: half an answer, the rest of the answer (sources, say) in the other half.
+MAX_PAGE_BYTES = MAX_LINE_BYTES // 2
+
+
+def page_of(
+    rows: Sequence[object], offset: int, max_bytes: int = MAX_PAGE_BYTES
+) -> tuple[list[object], int | None]:
+    """The rows from ``offset`` that fit in ``max_bytes`` of JSON, and where the next page starts.
+
+    A page holds at least one row (a row alone larger than a page is still sent), so asking
+    for ``next_offset`` until it is None always ends. Rows are counted as :class:`ControlReply`
+    encodes them.
+    """
+    page: list[object] = []
+    size = 0
+    for index in range(offset, len(rows)):
+        size += len(json.dumps(rows[index], default=str)) + 2  # the separator
+        if page and size > max_bytes:
+            return page, index
+        page.append(rows[index])
+    return page, None
+
+
+def offset_of(args: dict[str, object]) -> int:
+    """The ``offset`` a paged request asks for (0 when absent).
+
+    Raises:
+        ControlError: it is not a whole number of at least 0.
+    """
+    offset = args.get("offset", 0)
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        message = "'offset' must be a whole number of at least 0"
+        raise ControlError(message)
+    return offset
 
 
 @dataclass(frozen=True, slots=True)

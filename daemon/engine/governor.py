@@ -19,7 +19,7 @@ from typing import Any
 
 from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
-from daemon.core.control_protocol import ControlRequest
+from daemon.core.control_protocol import ControlRequest, offset_of, page_of
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freezes import freeze_reason, freezes_in_force
 from daemon.core.gate_actuation import GateActuatorFactory

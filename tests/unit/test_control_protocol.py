@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from daemon.core.control_protocol import ControlReply, ControlRequest
+from daemon.core.control_protocol import (
+    MAX_LINE_BYTES,
+    ControlReply,
+    ControlRequest,
+    offset_of,
+    page_of,
+)
 from daemon.core.errors import ControlError
 
 
@@ -68,3 +74,32 @@ def test_a_reply_may_carry_what_a_request_may_not() -> None:
     # Replies come from the daemon: status may hold an infinite value, and deep trees are its own.
     line = b'{"ok": true, "result": {"x": Infinity, "y": ' + b"[" * 40 + b"]" * 40 + b"}}\n"
     assert ControlReply.decode(line).ok
+
+
+def test_a_long_list_is_answered_in_pages_that_each_fit_in_a_reply() -> None:
+    # Issue 15, finding 2: 'signals --json' at the store's bound failed with "the governor's
+    # reply is larger than the protocol allows".
+    rows = [
+        {"name": "running", "labels": {"bomb": f"v{n:0100d}"}, "value": 1.0} for n in range(9000)
+    ]
+    pages: list[list[object]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page, offset = page_of(rows, offset)
+        pages.append(page)
+        reply = ControlReply(ok=True, result={"signals": page, "next_offset": offset}).encode()
+        assert len(reply) <= MAX_LINE_BYTES
+    assert len(pages) > 1
+    assert [row for page in pages for row in page] == rows
+
+
+def test_a_page_holds_at_least_one_row_and_the_end_says_so() -> None:
+    assert page_of([{"x": "y" * 100}], 0, max_bytes=10) == ([{"x": "y" * 100}], None)
+    assert page_of([], 0) == ([], None)
+    assert page_of([1, 2, 3], 3) == ([], None)
+
+
+@pytest.mark.parametrize("offset", [-1, "3", 1.5, True])
+def test_an_offset_is_a_whole_number_of_at_least_zero(offset: object) -> None:
+    with pytest.raises(ControlError, match="'offset'"):
+        offset_of({"offset": offset})

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from daemon.app.commands.signal_table import signal_units, table_lines
 from daemon.app.config_broken import config_broken
-from daemon.app.control_client import call_daemon
+from daemon.app.control_client import call_daemon_paged
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.app.logging_setup import describe, records_kept
 from daemon.core.clock import SystemClock
@@ -84,5 +84,4 @@ def main(args: argparse.Namespace) -> int:
 
 def _ask_daemon(config: GovernorConfig, args: argparse.Namespace) -> dict[str, Any]:
     socket_path = args.socket or config.control.socket_path
-    answer: dict[str, Any] = call_daemon(socket_path, "signals", prefix=args.prefix)
-    return answer
+    return call_daemon_paged(socket_path, "signals", "signals", prefix=args.prefix)
