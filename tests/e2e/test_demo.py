@@ -176,7 +176,21 @@ def test_an_approved_proposal_is_applied_and_the_server_restarted_with_it(
     # What the story claims: the same traffic met the SLO more often after the change.
     comparison = summary["after_vs_before"]
     assert comparison["after"] > comparison["before"], comparison
-    assert "after the change, the server met the SLO for" in run.output
+    assert "outcome: after the change (max-num-batched-tokens 256 -> 320), the server met" in (
+        run.output
+    )
+    # The view told what the governor waited for and when it would act, the answer in words,
+    # and what the restart cost, drain included (issue 19, finding 9).
+    assert re.search(
+        r"ttft-queue on main: its condition has held since \d:\d\d; it will act", run.output
+    )
+    assert "approved automatically (--approve auto) ttft-queue on main" in run.output
+    assert "-> approved" not in run.output
+    assert re.search(r"the restart took \d+ s without taking new requests \(draining", run.output)
+    assert re.search(r"the restart at \d:\d\d cost \d+ s without taking new requests", run.output)
+    assert "served from -" not in run.output
+    before_proposal = run.output.split("proposal ", 1)[0]
+    assert "the server is down" not in before_proposal
     assert run.plot_path.read_bytes().startswith(PNG_MAGIC)
     assert "[demo] summary" in run.output
     assert_left_nothing(run)

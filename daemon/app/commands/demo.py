@@ -35,8 +35,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=DEFAULT_DURATION_S,
         metavar="SECONDS",
-        help=f"length of the workload (default {DEFAULT_DURATION_S:g}; the default pack's "
-        "ttft-queue waits 3 minutes before it proposes, so keep it above about 300)",
+        help=f"length of the workload (default {DEFAULT_DURATION_S:g}; at least the time the "
+        "pack needs to act: 300 for the default pack, whose ttft-queue waits 3 minutes)",
     )
     parser.add_argument(
         "--approve",
@@ -61,14 +61,18 @@ def main(args: argparse.Namespace) -> int:
     """Run the demo; 0 when it ran to its end, 1 on an error, 130 when interrupted."""
     from daemon.app.demo.children import DemoError
     from daemon.app.demo.runner import Options, print_error, run
-    from daemon.app.demo.scenario import DEFAULT_PACK
+    from daemon.app.demo.scenario import DEFAULT_PACK, minimum_duration_s
 
-    if args.duration < 30:
-        print_error("--duration must be at least 30 seconds")
-        return EXIT_USAGE
     policies = args.policies or DEFAULT_PACK
     if not policies.is_dir():
         print_error(f"no policy directory at {policies}")
+        return EXIT_USAGE
+    minimum, why = minimum_duration_s(policies)
+    if args.duration < minimum:
+        print_error(
+            f"--duration {args.duration:g} is too short for the governor to act: {why}; "
+            f"use --duration {minimum:g} or more"
+        )
         return EXIT_USAGE
     approve = args.approve
     if approve == "terminal" and not sys.stdin.isatty():

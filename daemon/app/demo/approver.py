@@ -18,8 +18,9 @@ from daemon.app.control_client import call_daemon
 from daemon.core.errors import ControlError
 
 Mode = Literal["terminal", "auto", "deny"]
-# Asks a person about one proposal; True to approve.
-Ask = Callable[[dict[str, Any]], bool]
+# Asks a person about one proposal: True to approve, False to reject, None while they have not
+# answered yet (the proposal is asked about again on the next turn; nothing blocks meanwhile).
+Ask = Callable[[dict[str, Any]], bool | None]
 DENY_REASON = "the demo runs with --approve deny"
 
 
@@ -28,7 +29,7 @@ class Answer:
     """What the demo answered to one proposal, and what the daemon made of it.
 
     Attributes:
-        t: Seconds after the workload's time 0.
+        t: Seconds after the workload's time 0 at which the answer was given.
         proposal: The proposal as the daemon listed it.
         action: ``approve`` or ``reject``.
         accepted: Whether the daemon took the answer.
@@ -80,13 +81,15 @@ class Approver:
             proposal_id = str(proposal.get("id"))
             if proposal.get("state") != "pending" or proposal_id in self._answered:
                 continue
-            self._answered.add(proposal_id)
             approve = self._decide(proposal)
+            if approve is None:
+                continue
+            self._answered.add(proposal_id)
             new.append(self._send(proposal, approve, t))
         self.answers.extend(new)
         return new
 
-    def _decide(self, proposal: dict[str, Any]) -> bool:
+    def _decide(self, proposal: dict[str, Any]) -> bool | None:
         if self._mode == "auto":
             return True
         if self._mode == "deny":

@@ -1,9 +1,9 @@
 """The demo from start to stop: files, children, the watch loop, the summary, the plot.
 
-The watch loop runs in the main thread: it answers proposals (a terminal prompt blocks it,
-the sampler thread goes on), turns what changed into events and redraws the view. Ctrl-C
-or SIGTERM stops it; either way the children are stopped in order before the summary of
-what ran is printed, so nothing is left running.
+The watch loop runs in the main thread: it answers proposals (in a terminal, one key read
+on each turn, so the view goes on updating while it asks), turns what changed into events
+and redraws the view. Ctrl-C or SIGTERM stops it; either way the children are stopped in
+order before the summary of what ran is printed, so nothing is left running.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import json
 import signal
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from daemon.app.demo.approver import Approver, Mode, describe
+from daemon.app.demo.approver import Approver, Mode
 from daemon.app.demo.children import (
     Children,
     DemoError,
@@ -28,6 +29,7 @@ from daemon.app.demo.children import (
     wait_http_ready,
     wait_ready_notification,
 )
+from daemon.app.demo.keys import KeyAsker, TerminalKeys
 from daemon.app.demo.plot import draw
 from daemon.app.demo.preparation import prepare
 from daemon.app.demo.sampler import Sampler
@@ -75,7 +77,9 @@ def run(options: Options, scratch: Path, say: Any) -> int:
     interrupted = False
     sampler = Sampler(paths.control_socket, f"http://127.0.0.1:{sim_port}", paths.vllm_yaml, origin)
     view: View = LiveView() if options.live else PlainView()
-    approver = Approver(paths.control_socket, options.approve, _asker(view))
+    keys = TerminalKeys() if options.approve == "terminal" else None
+    asker = None if keys is None else KeyAsker(keys)
+    approver = Approver(paths.control_socket, options.approve, asker)
     watch = Watch(
         duration_s=options.duration_s,
         approve=options.approve,
@@ -85,6 +89,7 @@ def run(options: Options, scratch: Path, say: Any) -> int:
         approver=approver,
         view=view,
         children=children,
+        asker=asker,
     )
     try:
         # Open for the whole run, as systemd's would be: the daemon keeps notifying.
@@ -92,10 +97,11 @@ def run(options: Options, scratch: Path, say: Any) -> int:
             _start(children, paths, origin=origin, notify=notify, sim_port=sim_port, say=say)
             sampler.start()
             watch.notify = notify
-            if isinstance(view, LiveView):
-                with view:
-                    watch.loop()
-            else:
+            with ExitStack() as terminal:
+                if keys is not None:
+                    terminal.enter_context(keys)
+                if isinstance(view, LiveView):
+                    terminal.enter_context(view)
                 watch.loop()
     except (KeyboardInterrupt, Interrupted):
         interrupted = True
@@ -216,22 +222,6 @@ def _seconds_after(iso: Any, origin: float) -> float | None:
         return datetime.fromisoformat(iso).timestamp() - origin
     except ValueError:
         return None
-
-
-def _asker(view: View) -> Any:
-    def ask(proposal: dict[str, Any]) -> bool:
-        with view.paused():
-            print(f"\nThe governor proposes: {describe(proposal)}", flush=True)
-            for key in ("why", "effect", "cost"):
-                if proposal.get(key):
-                    print(f"  {key}: {proposal[key]}", flush=True)
-            try:
-                answer = input("Approve this change? [y/N] ")
-            except EOFError:
-                return False
-        return answer.strip().lower() in ("y", "yes")
-
-    return ask
 
 
 def _interrupt(_signum: int, _frame: FrameType | None) -> None:

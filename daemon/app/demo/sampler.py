@@ -4,7 +4,8 @@ Everything comes from where an operator would look: the governor's control socke
 (``status``: its state, the journal of changes; ``signals``: what it sees of the server;
 ``proposals``) and the server's ``/metrics`` for the serving process's start time, which
 tells a restart (the value of the tuned option it serves with, ``max-num-batched-tokens``,
-is then read from the YAML it started on). A value that is stale or not there is None, never
+is then read from the YAML it started on), and its TTFT histogram (the first tokens within
+the SLO, :mod:`~daemon.app.demo.first_tokens`). A value that is stale or not there is None, never
 a zero. The sampler runs in a thread of its own so that a person answering a prompt does not
 leave a hole in the plot.
 """
@@ -21,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.control_client import call_daemon
-from daemon.app.demo.scenario import INSTANCE, TUNED_OPTION
+from daemon.app.demo.first_tokens import FirstTokens, read_first_tokens
+from daemon.app.demo.scenario import INSTANCE, TTFT_SLO_S, TUNED_OPTION
 from daemon.core.errors import ControlError
 
 INTERVAL_S = 0.5
@@ -39,12 +41,14 @@ class Sample:
         state: The daemon's state (``ready``, ...), or None when it did not answer.
         values: The server's signals as the daemon sees them (None: stale or no data).
         knob: The tuned option's value in the serving process, or None while none serves.
+        first_tokens: The serving process's first tokens so far (None while none serves).
     """
 
     t: float
     state: str | None
     values: dict[str, float | None]
     knob: int | None
+    first_tokens: FirstTokens | None = None
 
 
 @dataclass
@@ -54,6 +58,8 @@ class Observed:
     samples: list[Sample] = field(default_factory=list)
     proposals: list[dict[str, Any]] = field(default_factory=list)
     actuations: list[dict[str, Any]] = field(default_factory=list)
+    # Each policy's state per target (``status``): a pending one says when it will act.
+    policies: list[dict[str, Any]] = field(default_factory=list)
     last_error: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -120,17 +126,19 @@ class Sampler(threading.Thread):
         """Take one sample."""
         state = None
         values: dict[str, float | None] = dict.fromkeys(SIGNALS)
-        proposals = actuations = None
+        proposals = actuations = policies = None
         error = ""
         try:
             status = call_daemon(self._socket, "status", timeout_s=2.0)
             state = status.get("state")
             actuations = status.get("actuations", [])
+            policies = status.get("policies", [])
             values = signal_values(call_daemon(self._socket, "signals", timeout_s=2.0)["signals"])
             proposals = call_daemon(self._socket, "proposals", timeout_s=2.0)["proposals"]
         except ControlError as exc:
             error = str(exc)
-        sample = Sample(time.time() - self._origin, state, values, self._serving())
+        knob, first_tokens = self._serving()
+        sample = Sample(time.time() - self._origin, state, values, knob, first_tokens)
         observed = self.observed
         with observed.lock:
             observed.samples.append(sample)
@@ -139,17 +147,19 @@ class Sampler(threading.Thread):
                 observed.proposals = proposals
             if actuations is not None:
                 observed.actuations = actuations
+            if policies is not None:
+                observed.policies = policies
 
-    def _serving(self) -> int | None:
-        """The tuned option of the serving process; read again from the YAML on a restart."""
+    def _serving(self) -> tuple[int | None, FirstTokens | None]:
+        """The serving process's tuned option (read again from the YAML on a restart), TTFTs."""
         try:
             with urllib.request.urlopen(self._metrics_url, timeout=2) as answer:  # noqa: S310
                 page = answer.read().decode(errors="replace")
         except (urllib.error.URLError, ConnectionError, TimeoutError):
-            return None  # down: restarting, or loading
+            return None, None  # down: restarting, or loading
         match = _START.search(page)
         started = match.group(1) if match else None
         if started != self._process_start:
             self._process_start = started
             self._serving_seqs = serving_value(self._vllm_yaml)
-        return self._serving_seqs
+        return self._serving_seqs, read_first_tokens(page, started or "", TTFT_SLO_S)

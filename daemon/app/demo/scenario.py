@@ -8,8 +8,9 @@ and the default pack's ``ttft-queue`` proposes a quarter more (256 -> 320); once
 the governor writes the YAML, restarts the server through the demo's stand-in for systemd
 (``sim supervise``; the server drains what it holds for up to ``shutdown-timeout``), waits
 for it, and verifies the change. A shorter or longer ``--duration`` scales the workload's
-times; the policies' own durations (``for: 3m``) do not scale, so below about five minutes
-the default pack has no time to act.
+times; the policies' own durations (``for: 3m``) do not scale, so a duration too short for
+the story's policy to act is refused (:func:`minimum_duration_s`: five minutes with the
+default pack).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from daemon.policy.loading import load_policies
 from simulator.arrivals import Arrival
 from simulator.synthetic_workloads import WorkloadSpec, generate, load_workload
 
@@ -50,6 +52,12 @@ START_MARGIN_S = 10.0
 # TPOT <= 100 ms, a common interactive-chat target; an operator sets their own.
 TTFT_SLO_S = 2.0
 TPOT_SLO_S = 0.100
+# The policy whose story the demo tells.
+STORY_POLICY = "ttft-queue"
+# Besides the policy's own `for`: about 40 s for the queue to build and TTFT P95 over its
+# 60 s window to pass the SLO, then the answer, the restart (13 s) and a minute of serving
+# with the new settings, so that the after of the before/after is more than a glimpse.
+MARGIN_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +136,26 @@ def scaled_workload(duration_s: float) -> WorkloadSpec:
     )
 
 
+def minimum_duration_s(policies: Path) -> tuple[float, str]:
+    """The shortest ``--duration`` in which the pack can act, and why, in words.
+
+    The story's policy (``ttft-queue``) sets it when the pack has it; else the acting policy
+    that waits least. A pack that cannot act at all asks only for the margin.
+    """
+    specs = load_policies([policies]).specs
+    acting = [spec for spec in specs if spec.action is not None and not spec.shadow]
+    story = next((spec for spec in acting if spec.name == STORY_POLICY), None)
+    chosen = story or min(acting, key=lambda spec: spec.for_s, default=None)
+    if chosen is None:
+        return MARGIN_S, "the pack has no policy that acts"
+    why = (
+        f"{chosen.name} acts only after its condition has held for {chosen.for_s:g} s, "
+        f"and the queue building up, the answer, the restart and a minute of serving after it "
+        f"take about {MARGIN_S:g} s more"
+    )
+    return chosen.for_s + MARGIN_S, why
+
+
 def write_workload(spec: WorkloadSpec, path: Path) -> list[Arrival]:
     """Write ``spec`` for ``sim serve --load``; return its arrivals (the same, seeded)."""
     path.write_text(yaml.safe_dump(spec.model_dump(mode="json"), sort_keys=False), "utf-8")
@@ -188,7 +216,8 @@ format = "text"
 # One person answers in the demo: they may approve restarts alone.
 [approvals]
 sweep_interval_s = 1.0
-restart_downtime_s = {LOADING_S}
+# What a proposal states as its cost: the drain (new requests refused) and the loading.
+restart_downtime_s = {SHUTDOWN_TIMEOUT_S + LOADING_S:g}
 [approvals.change]
 users = [{approver}]
 [approvals.restart]

@@ -13,15 +13,21 @@ Each process says which slice ``[first, next)`` of the workload's arrivals it de
   is a miss: aborted by a restart, rejected, or late.
 
 SLO attainment is met / (arrived - in flight at the end); goodput is what met the SLO per
-second of the run, from the workload's time 0 to the last process's stop.
+second of the run, from the workload's time 0 to the last process's stop. Each server
+process is judged on the requests it completed (the share that met the SLO), the measure of
+the before/after; what a restart refused or aborted is its cost, counted apart
+(:func:`restart_costs`) and as misses in the run's totals.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from daemon.app.demo.approver import Answer, describe
+from daemon.app.demo.narration import clock
 
 
 def request_counts(lines: Sequence[dict[str, Any]], ended_at: float) -> dict[str, int]:
@@ -81,7 +87,11 @@ def processes(
                 "requests": requests,
                 "met_slo": line["met_slo"],
                 "slo_attainment": line["met_slo"] / ended if ended else None,
+                "completed_met_share": (
+                    line["met_slo"] / requests["completed"] if requests["completed"] else None
+                ),
                 "preemptions": line["preemptions"],
+                "load": line.get("load"),
             }
         )
     return spans
@@ -102,16 +112,45 @@ def after_vs_before(spans: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     first, last = served[0], served[-1]
     return {
-        "before": _met_share(first),
-        "after": _met_share(last),
+        "before": first["completed_met_share"],
+        "after": last["completed_met_share"],
         "before_settings": {key: first[key] for key in ("max_num_seqs", "max_num_batched_tokens")},
         "after_settings": {key: last[key] for key in ("max_num_seqs", "max_num_batched_tokens")},
     }
 
 
-def _met_share(span: dict[str, Any]) -> float | None:
-    completed: int = span["requests"]["completed"]
-    return span["met_slo"] / completed if completed else None
+def restart_costs(
+    spans: Sequence[dict[str, Any]], actions: Sequence[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """What each restart cost, as measured: time without new requests, requests lost.
+
+    Between two serving processes: the requests the old one refused while it drained and
+    those it aborted, the arrivals that fell while none served (the new one loading), the
+    seconds from its stop to the new one's readiness, and, from the journal of the change
+    that restarted it (``actions`` oldest first, when there are as many), the seconds the
+    restart step took: the drain and the stop.
+    """
+    served = [span for span in spans if span["from_s"] is not None]
+    timings = [a.get("timings") or {} for a in actions if (a.get("timings") or {}).get("restart")]
+    costs = []
+    for index, (old, new) in enumerate(itertools.pairwise(served)):
+        missed = None
+        if old.get("load") and new.get("load"):
+            missed = max(0, new["load"]["first"] - old["load"]["next"])
+        timing = timings[index] if index < len(timings) else {}
+        draining = timing.get("restart")
+        costs.append(
+            {
+                # The restart began with the drain, which ended when the old process stopped.
+                "at_s": round(old["to_s"] - (draining or 0.0), 3),
+                "draining_s": draining,
+                "loading_s": round(new["from_s"] - old["to_s"], 3),
+                "refused_while_draining": old["requests"]["rejected"],
+                "aborted": old["requests"]["aborted"],
+                "missed_while_down": missed,
+            }
+        )
+    return costs
 
 
 def summarise(
@@ -153,9 +192,11 @@ def summarise(
         "restarts": max(0, len(lines) - 1),
         "processes": spans,
         "after_vs_before": after_vs_before(spans),
+        "restart_costs": restart_costs(spans, list(reversed(actions))),
         "proposals": [
             {
                 "id": answer.proposal.get("id"),
+                "made_at_s": _seconds_after(answer.proposal.get("created_at"), origin),
                 "at_s": round(answer.t, 3),
                 "change": describe(answer.proposal),
                 "answer": answer.action,
@@ -176,57 +217,108 @@ def summarise(
 
 
 def render(summary: dict[str, Any]) -> list[str]:
-    """The summary as lines for the terminal."""
+    """The summary as lines for the terminal: the outcome first, then how it came about."""
     counts = summary["requests"]
+    workload = summary.get("duration_s")
+    over = f"over the {workload:.0f} s workload" if workload else f"in {summary['run_s']:.0f} s"
     lines = [
-        f"{counts['arrived']} requests arrived in {summary['run_s']:.0f} s: "
+        *outcome_lines(summary),
+        f"{counts['arrived']} requests arrived {over}: "
         f"{counts['completed']} completed ({counts['met_slo']} within the SLO), "
-        f"{counts['aborted_by_restarts']} aborted by restarts, {counts['rejected']} rejected, "
+        f"{counts['aborted_by_restarts']} aborted by restarts, {counts['rejected']} refused, "
         f"{counts['missed_while_down']} missed while the server was down, "
         f"{counts['in_flight_at_end']} still in flight at the end (not judged)",
         f"SLO attainment {_share(summary['slo_attainment'])} (TTFT <= 2 s and TPOT <= 100 ms "
-        f"per request); goodput {_number(summary['goodput_rps'], '.2f')} req/s, "
+        f"per request); goodput {_number(summary['goodput_rps'], '.1f')} req/s, "
         f"{_number(summary['goodput_tok_s'], '.0f')} tok/s "
         f"(throughput {_number(summary['throughput_tok_s'], '.0f')} tok/s)",
         f"preemptions {summary['preemptions']}, restarts {summary['restarts']}",
     ]
     for index, process in enumerate(summary["processes"], start=1):
-        head = (
-            f"  server process {index}: max-num-seqs {process['max_num_seqs']}, "
-            f"max-num-batched-tokens {process['max_num_batched_tokens']}, "
-        )
-        if process["from_s"] is None:
-            lines.append(head + f"stopped at {process['to_s']:.0f} s while still loading")
-            continue
-        lines.append(
-            head + f"served from {process['from_s']:.0f} s to {process['to_s']:.0f} s: "
-            f"{process['requests']['completed']} completed, "
-            f"{process['requests']['aborted']} aborted, "
-            f"SLO met by {_share(process['slo_attainment'])} of its judged requests, "
-            f"{process['preemptions']} preemptions"
-        )
+        lines.append(_process_line(index, process))
+    lines.extend(_cost_line(cost) for cost in summary.get("restart_costs", []))
     for proposal in summary["proposals"]:
-        taken = "" if proposal["accepted"] else " (not accepted)"
+        taken = "" if proposal["accepted"] else " (the governor did not take the answer)"
+        made = proposal.get("made_at_s")
+        when = f"made at {clock(made)}, " if made is not None else ""
+        verb = "approved" if proposal["answer"] == "approve" else "rejected"
         lines.append(
-            f"  proposal {proposal['id']} at {proposal['at_s']:.0f} s: {proposal['change']}: "
-            f"{proposal['answer']}{taken} -> {proposal['state']}"
+            f"  proposal {proposal['id']}: {proposal['change']}: {when}"
+            f"{verb} at {clock(proposal['at_s'])}{taken}; finally {proposal['state']}"
         )
     for action in summary["actions"]:
         lines.append(
-            f"  change #{action['id']} {action['policy']} on {action['target']}: "
+            f"  change #{action['id']} by {action['policy']} on {action['target']}: "
             f"{action['state']}: {action['outcome'] or '-'}"
         )
     if not summary["proposals"] and not summary["actions"]:
         lines.append("  the governor proposed and changed nothing")
-    comparison = summary.get("after_vs_before")
-    if comparison is not None:
-        lines.append(
-            f"after the change, the server met the SLO for "
-            f"{_share(comparison['after'])} of the requests it completed, against "
-            f"{_share(comparison['before'])} before it (the same traffic; what the restart "
-            "refused or aborted counts as missed in the totals above)"
-        )
     return lines
+
+
+def outcome_lines(summary: dict[str, Any]) -> list[str]:
+    """The outcome in a sentence or two: SLO attainment before and after the change."""
+    comparison = summary.get("after_vs_before")
+    if comparison is None:
+        return [
+            "outcome: the server kept its starting settings and met the SLO for "
+            f"{_share(summary['slo_attainment'])} of the requests"
+        ]
+    before, after = comparison["before_settings"], comparison["after_settings"]
+    moved = ", ".join(
+        f"{key.replace('_', '-')} {before[key]} -> {after[key]}"
+        for key in before
+        if before[key] != after.get(key)
+    )
+    return [
+        f"outcome: after the change ({moved or 'the same settings'}), the server met the SLO "
+        f"for {_share(comparison['after'])} of the requests it completed, against "
+        f"{_share(comparison['before'])} before it (the same traffic; what the restart refused "
+        "or aborted counts as missed in the totals below)"
+    ]
+
+
+def _process_line(index: int, process: dict[str, Any]) -> str:
+    head = (
+        f"  server process {index}: max-num-seqs {process['max_num_seqs']}, "
+        f"max-num-batched-tokens {process['max_num_batched_tokens']}, "
+    )
+    if process["from_s"] is None:
+        return head + f"stopped at {clock(process['to_s'])} while still loading"
+    # The first process is ready before the workload's time 0 (the demo's start margin).
+    since = "from the start" if process["from_s"] <= 0 else f"from {clock(process['from_s'])}"
+    requests = process["requests"]
+    return (
+        head + f"served {since} to {clock(process['to_s'])}: the SLO was met by "
+        f"{_share(process['completed_met_share'])} of the {requests['completed']} requests it "
+        f"completed; it refused {requests['rejected']} and aborted {requests['aborted']}; "
+        f"{process['preemptions']} preemptions"
+    )
+
+
+def _cost_line(cost: dict[str, Any]) -> str:
+    draining = cost["draining_s"]
+    without = cost["loading_s"] + (draining or 0.0)
+    how = (
+        f"draining and stopping {draining:.0f} s, loading {cost['loading_s']:.0f} s"
+        if draining is not None
+        else f"loading {cost['loading_s']:.0f} s after the drain"
+    )
+    missed = cost["missed_while_down"]
+    return (
+        f"  the restart at {clock(cost['at_s'])} cost {without:.0f} s without taking new requests "
+        f"({how}): {cost['refused_while_draining']} requests refused while it drained, "
+        f"{'-' if missed is None else missed} missed while it loaded, {cost['aborted']} aborted"
+    )
+
+
+def _seconds_after(iso: Any, origin: float) -> float | None:
+    if not isinstance(iso, str):
+        return None
+    try:
+        return round(datetime.fromisoformat(iso).timestamp() - origin, 3)
+    except ValueError:
+        return None
 
 
 def _share(value: float | None) -> str:

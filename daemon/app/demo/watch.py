@@ -1,7 +1,8 @@
 """The demo's watch loop: what changed becomes an event, proposals get answers, the view redraws.
 
-It runs in the main thread, twice a second, on what the sampler thread last saw: a terminal
-prompt blocks it (not the sampler). A child that died ends the demo with an error naming it.
+It runs in the main thread, twice a second, on what the sampler thread last saw. Nothing
+blocks it: a question is answered by one key, read on each turn, so the panel goes on
+updating while it asks. A child that died ends the demo with an error naming it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,18 @@ from typing import Any
 
 from daemon.app.demo.approver import Approver, describe
 from daemon.app.demo.children import Children, DemoError
-from daemon.app.demo.sampler import Sampler
-from daemon.app.demo.scenario import STARTING_MAX_NUM_BATCHED_TOKENS, TUNED_OPTION
-from daemon.app.demo.view import Frame, View, action_line, offered_load
+from daemon.app.demo.first_tokens import WINDOW_S, attainment_lines, share_within
+from daemon.app.demo.keys import KeyAsker
+from daemon.app.demo.narration import (
+    Waiting,
+    answer_line,
+    change_line,
+    restart_cost,
+    waiting_lines,
+)
+from daemon.app.demo.sampler import Sample, Sampler
+from daemon.app.demo.scenario import STARTING_MAX_NUM_BATCHED_TOKENS, TTFT_SLO_S, TUNED_OPTION
+from daemon.app.demo.view import Frame, View, offered_load
 
 TICK_S = 0.5
 
@@ -33,6 +43,7 @@ class Watch:
         approver: Approver,
         view: View,
         children: Children,
+        asker: KeyAsker | None = None,
     ) -> None:
         self._duration_s = duration_s
         self._approve = approve
@@ -42,9 +53,12 @@ class Watch:
         self._approver = approver
         self._view = view
         self._children = children
+        self._asker = asker
         self._seen_proposals: set[str] = set()
         self._actions: dict[Any, str] = {}
         self._serving: int | None = STARTING_MAX_NUM_BATCHED_TOKENS
+        self._waiting: set[tuple[str, str, str]] = set()
+        self._asked: str | None = None
         self.notify: socket.socket | None = None
 
     def loop(self) -> None:
@@ -64,25 +78,58 @@ class Watch:
                 raise DemoError(message)
         observed = self._sampler.observed
         with observed.lock:
-            sample = observed.samples[-1] if observed.samples else None
+            samples = list(observed.samples)
             proposals = list(observed.proposals)
             actuations = list(observed.actuations)
-        self._tell(t, proposals, actuations, sample.knob if sample else None)
+            policies = list(observed.policies)
+        sample = samples[-1] if samples else None
+        waiting = waiting_lines(policies, self._origin, t)
+        self._tell(t, proposals, actuations, sample, waiting)
+        pending = {str(p.get("id")): p for p in proposals if p.get("state") == "pending"}
+        if self._asker is not None:
+            self._asker.still_pending(set(pending))
         for answer in self._approver.handle(proposals, t):
-            verb = "approved" if answer.action == "approve" else "rejected"
-            taken = "" if answer.accepted else f" (not accepted: {answer.reason})"
-            self._view.event(t, f"{verb} {describe(answer.proposal)}{taken} -> {answer.state}")
-        load = offered_load(self._arrivals, max(0.0, t))
-        frame = Frame(
-            t=max(0.0, t),
-            total_s=self._duration_s,
-            sample=sample,
-            arrivals_per_s=load,
-            proposals=proposals,
-            actuations=actuations,
-            approve=self._approve,
+            change = describe(answer.proposal)
+            self._view.event(
+                t,
+                answer_line(
+                    change,
+                    action=answer.action,
+                    mode=self._approve,
+                    accepted=answer.accepted,
+                    reason=answer.reason,
+                ),
+            )
+        asking = self._asking(t)
+        self._view.show(
+            Frame(
+                t=max(0.0, t),
+                total_s=self._duration_s,
+                sample=sample,
+                arrivals_per_s=offered_load(self._arrivals, max(0.0, t)),
+                actuations=actuations,
+                approve=self._approve,
+                waiting=[item.line for item in waiting],
+                asking=asking,
+                proposals=[
+                    describe(p)
+                    for key, p in pending.items()
+                    if asking is None or key != str(asking.get("id"))
+                ],
+                slo=slo_lines(samples, t),
+                slo_now=share_within([(s.t, s.first_tokens) for s in samples], t - WINDOW_S, t),
+                costs=cost_lines(actuations),
+            )
         )
-        self._view.show(frame)
+
+    def _asking(self, t: float) -> dict[str, Any] | None:
+        """The proposal asked about now; an event the first time it is asked."""
+        asking = None if self._asker is None else self._asker.asking
+        key = None if asking is None else str(asking.get("id"))
+        if asking is not None and key != self._asked:
+            self._view.event(t, f"the governor asks you: {describe(asking)}: approve? (y/n)")
+        self._asked = key
+        return asking
 
     def _drain_notifications(self) -> None:
         """Read what the daemon told its 'systemd' (READY, STATUS, WATCHDOG...)."""
@@ -96,19 +143,52 @@ class Watch:
             pass
 
     def _tell(
-        self, t: float, proposals: list[dict[str, Any]], actions: list[dict[str, Any]], knob: Any
+        self,
+        t: float,
+        proposals: list[dict[str, Any]],
+        actions: list[dict[str, Any]],
+        sample: Sample | None,
+        waiting: list[Waiting],
     ) -> None:
+        for item in waiting:
+            if item.key not in self._waiting:  # told once, when it starts, not each turn
+                self._view.event(t, item.line)
+        self._waiting = {item.key for item in waiting}
         for proposal in proposals:
             key = str(proposal.get("id"))
             if key not in self._seen_proposals:
                 self._seen_proposals.add(key)
                 self._view.event(t, f"proposal {key}: {describe(proposal)}")
         for action in actions:
-            text = action_line(action)
+            text = change_line(action)
             if self._actions.get(action.get("id")) != text:
                 self._actions[action.get("id")] = text
-                self._view.event(t, f"change {text}")
-        if knob != self._serving:
-            what = "the server is down" if knob is None else f"serving with {TUNED_OPTION} {knob}"
+                self._view.event(t, text)
+                if action.get("state") != "open" and (
+                    cost := restart_cost(action.get("timings") or {})
+                ):
+                    self._view.event(t, cost)
+        if sample is None:
+            return  # nothing seen yet: the server is not known to be down
+        if sample.knob != self._serving:
+            if sample.knob is None:
+                what = "the server is down (restarting): arrivals now are missed"
+            else:
+                what = f"the server serves again, with {TUNED_OPTION} {sample.knob}"
             self._view.event(t, what)
-            self._serving = knob
+            self._serving = sample.knob
+
+
+def slo_lines(samples: list[Sample], t: float) -> list[str]:
+    """SLO attainment as the live view tells it, from the samples' first tokens."""
+    series = [(s.t, s.knob, s.first_tokens) for s in samples]
+    return attainment_lines(series, t, slo_s=TTFT_SLO_S, option=TUNED_OPTION)
+
+
+def cost_lines(actions: list[dict[str, Any]]) -> list[str]:
+    """The measured cost of each finished change's restart, oldest first."""
+    lines = []
+    for action in reversed(actions):
+        if action.get("state") != "open" and (cost := restart_cost(action.get("timings") or {})):
+            lines.append(f"change #{action.get('id')}: {cost}")
+    return lines

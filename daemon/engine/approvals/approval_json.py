@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.approvals.records import ProposalRecord, Vote
-from daemon.approvals.wording import format_duration
+from daemon.approvals.wording import format_duration, format_signal
 from daemon.engine.storage.proposal_store import StoredProposal
 
 
@@ -49,7 +49,8 @@ def why_text(record: ProposalRecord) -> str:
     """The evidence in one line: the condition, how long it held, the values read."""
     why = record.proposal.why
     held = "" if why.held_for_s is None else f" for {format_duration(why.held_for_s)}"
-    values = ", ".join(f"{name}={value}" for name, value in why.signals)
+    # Rounded as people read them (4.392405063291138 is 4.392), as the Slack message shows them.
+    values = ", ".join(f"{name}={format_signal(value)}" for name, value in why.signals)
     note = f" ({why.note})" if why.note else ""
     return f"{why.condition} held{held}" + (f" [{values}]" if values else "") + note
 

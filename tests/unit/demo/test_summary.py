@@ -91,7 +91,8 @@ def test_no_line_means_nothing_to_judge() -> None:
 
 def test_summary_rates_are_over_the_run_and_restarts_are_the_processes_after_the_first() -> None:
     proposal = {"id": "p1", "policy": "kv-thrash", "target": "main", "state": "pending",
-                "changes": {"max_num_seqs": {"old": 48.0, "new": 36.0}}, "hash": "h"}  # fmt: skip
+                "changes": {"max_num_seqs": {"old": 48.0, "new": 36.0}}, "hash": "h",
+                "created_at": "1970-01-01T00:16:30+00:00"}  # fmt: skip
     answer = Answer(95.0, proposal, "approve", True, "approved", "approved by unix:me")
     action = {"id": 1, "policy": "kv-thrash", "target": "main", "state": "done",
               "outcome": "applied and verified", "timings": {"restart": 1.0}}  # fmt: skip
@@ -116,7 +117,8 @@ def test_summary_rates_are_over_the_run_and_restarts_are_the_processes_after_the
     # The last process is judged on what it finished, not on what the end cut off.
     assert summary["processes"][1]["slo_attainment"] == pytest.approx(70 / 78)
     assert summary["proposals"] == [
-        {"id": "p1", "at_s": 95.0, "change": "kv-thrash on main: max_num_seqs 48 -> 36",
+        {"id": "p1", "made_at_s": -10.0, "at_s": 95.0,
+         "change": "kv-thrash on main: max_num_seqs 48 -> 36",
          "answer": "approve", "accepted": True, "state": "verified",
          "reason": "approved by unix:me"}
     ]  # fmt: skip
@@ -155,3 +157,54 @@ def test_without_a_restart_there_is_no_before_and_after() -> None:
     )
     assert summary["after_vs_before"] is None
     assert "after the change" not in "\n".join(render(summary))
+
+
+def test_the_summary_opens_with_the_outcome_in_plain_words() -> None:
+    # issue 19, finding 9: 'served from -5 s', 'arrived in 429 s' for a 420 s workload, two
+    # percentages for one process, the restart's cost without its drain, the approval stamped
+    # with the proposal's time.
+    proposal = {"id": "p1", "policy": "ttft-queue", "target": "main", "state": "pending",
+                "changes": {"max_num_batched_tokens": {"old": 256.0, "new": 320.0}},
+                "created_at": "1970-01-01T00:18:16+00:00"}  # fmt: skip
+    answer = Answer(101.5, proposal, "approve", True, "approved", "")
+    action = {"id": 1, "policy": "ttft-queue", "target": "main", "state": "done",
+              "outcome": "applied and verified", "timings": {"restart": 9.6, "ready": 5.5}}  # fmt: skip
+    summary = summarise(
+        RESTARTED, origin=ORIGIN, ended_at=1200.0, answers=[answer], actions=[action],
+        final_states={"p1": "verified"}, context={"duration_s": 200.0},
+    )  # fmt: skip
+    lines = render(summary)
+    assert lines[0] == (
+        "outcome: after the change (max-num-seqs 48 -> 36), the server met the SLO for 89.7% "
+        "of the requests it completed, against 72.7% before it (the same traffic; what the "
+        "restart refused or aborted counts as missed in the totals below)"
+    )
+    text = "\n".join(lines)
+    assert "300 requests arrived over the 200 s workload" in text
+    assert "-2 s" not in text
+    assert "served from the start to 1:40: the SLO was met by 72.7% of the 165 requests" in text
+    assert "served from 1:46 to 3:20: the SLO was met by 89.7% of the 78 requests" in text
+    assert "of its judged requests" not in text
+    assert summary["restart_costs"] == [
+        {"at_s": 90.4, "draining_s": 9.6, "loading_s": 6.0, "refused_while_draining": 5,
+         "aborted": 30, "missed_while_down": 10}
+    ]  # fmt: skip
+    assert (
+        "the restart at 1:30 cost 16 s without taking new requests (draining and stopping "
+        "10 s, loading 6 s): 5 requests refused while it drained, 10 missed while it loaded, "
+        "30 aborted"
+    ) in text
+    assert (
+        "proposal p1: ttft-queue on main: max_num_batched_tokens 256 -> 320: made at 1:36, "
+        "approved at 1:41; finally verified"
+    ) in text
+
+
+def test_without_a_change_the_outcome_says_the_server_kept_its_settings() -> None:
+    alone = [line(ready_at=998.0, stopped_at=1200.0, completed=10, met=9, first=0, next_=10)]
+    summary = summarise(
+        alone, origin=ORIGIN, ended_at=1200.0, answers=[], actions=[], final_states={}, context={}
+    )
+    assert render(summary)[0] == (
+        "outcome: the server kept its starting settings and met the SLO for 90.0% of the requests"
+    )
