@@ -1,0 +1,121 @@
+"""The demo's plot read back from its matplotlib figure (issue 19, finding 10)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import Any
+
+import matplotlib
+import pytest
+
+from daemon.app.demo.first_tokens import FirstTokens
+from daemon.app.demo.plot import event_marks, figure_of
+from daemon.app.demo.sampler import Sample
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+SUMMARY: dict[str, Any] = {
+    "duration_s": 420.0, "workload": "w", "profile": "p", "approve": "terminal", "restarts": 1,
+    "slo_attainment": 0.74,
+    "after_vs_before": {"before": 0.70, "after": 0.85, "before_settings": {},
+                        "after_settings": {}},
+    "processes": [
+        {"from_s": -5.0, "to_s": 230.0, "completed_met_share": 0.70},
+        {"from_s": 243.0, "to_s": 425.0, "completed_met_share": 0.85},
+    ],
+    "proposals": [{"made_at_s": 216.0, "at_s": 216.4, "answer": "approve"}],
+}  # fmt: skip
+
+
+def samples(preemptions: float = 0.0) -> list[Sample]:
+    out = []
+    for index in range(840):
+        t = index / 2
+        knob = None if 230 < t < 243 else (256 if t <= 230 else 320)
+        process = "a" if t <= 230 else "b"
+        served = t if t <= 230 else t - 243
+        counts = None if knob is None else FirstTokens(process, served * 12, served * 9)
+        values: dict[str, float | None] = {"running": 30.0, "waiting": 40.0, "kv_usage": 0.3,
+                  "ttft_p95_s": 4.4 if t < 240 else 1.6, "tpot_p95_s": 0.012,
+                  "preemptions_per_s": preemptions}  # fmt: skip
+        out.append(Sample(t, "ready", values, knob, counts))
+    return out
+
+
+@pytest.fixture
+def figure() -> Iterator[Any]:
+    figure = figure_of(samples(), [i / 13 for i in range(420 * 13)], SUMMARY, [216.0])
+    figure.canvas.draw()
+    yield figure
+    plt.close(figure)
+
+
+def titled(figure: Any, words: str) -> Any:
+    [axis] = [axis for axis in figure.axes if words in axis.get_title()]
+    return axis
+
+
+def test_every_panel_has_one_y_axis_and_no_preemptions_axis_around_a_flat_zero(
+    figure: Any,
+) -> None:
+    assert len(figure.axes) == 6  # no twin axes
+    kv = titled(figure, "KV cache use")
+    assert "no preemptions" in kv.get_title()
+    assert kv.get_ylim() == (0, 105)
+
+
+def test_a_second_axis_appears_only_with_preemptions_and_says_which_line_is_on_it() -> None:
+    figure = figure_of(samples(preemptions=0.5), [], SUMMARY, [216.0])
+    try:
+        assert len(figure.axes) == 7
+        twin = figure.axes[-1]
+        assert twin.get_ylim()[0] == 0
+        assert twin.get_legend_handles_labels()[1] == ["preemptions/s (right axis)"]
+    finally:
+        plt.close(figure)
+
+
+def test_ttft_ticks_are_plain_seconds(figure: Any) -> None:
+    ttft = titled(figure, "time to first token")
+    assert ttft.get_yscale() == "log"
+    labels = [tick.get_text() for tick in ttft.get_yticklabels() if tick.get_text()]
+    assert labels == ["2 s", "3 s", "5 s"]
+    # Before: '2×10⁰, 3×10⁰' on the minor ticks, '10⁰, 10¹' on the major ones.
+    assert not [tick.get_text() for tick in ttft.get_yticklabels(minor=True) if tick.get_text()]
+
+
+def test_an_attainment_over_time_panel_shows_the_windows_and_each_process(figure: Any) -> None:
+    slo = titled(figure, "SLO attainment over time")
+    assert slo.get_ylim() == (0, 105)
+    assert slo.get_ylabel() == "% of requests"
+    [windows] = [line for line in slo.get_lines() if "first tokens" in line.get_label()]
+    shares = [share for share in windows.get_ydata() if not math.isnan(share)]
+    assert len(shares) > 30
+    assert shares == [pytest.approx(75.0)] * len(shares)
+    texts = [text.get_text() for text in slo.texts]
+    assert texts == ["70%", "85%"]
+    assert "85.0%" in figure._suptitle.get_text()
+    assert "70.0%" in figure._suptitle.get_text()
+
+
+def test_a_proposal_answered_at_once_is_one_mark() -> None:
+    marks = event_marks(SUMMARY["proposals"], [216.0], end=420.0)
+    assert [(at, text) for at, text, _, _ in marks] == [(216.0, "proposed and approved at 3:36")]
+    later = [{"made_at_s": 216.0, "at_s": 290.0, "answer": "reject"}]
+    assert [text for _, text, _, _ in event_marks(later, [216.0], end=420.0)] == [
+        "proposed at 3:36",
+        "rejected at 4:50",
+    ]
+
+
+def test_time_reads_as_minutes_and_seconds(figure: Any) -> None:
+    bottom = figure.axes[5]
+    low, high = bottom.get_xlim()
+    shown = [
+        label.get_text()
+        for tick, label in zip(bottom.get_xticks(), bottom.get_xticklabels(), strict=True)
+        if low <= tick <= high
+    ]
+    assert shown == ["0:00", "1:00", "2:00", "3:00", "4:00", "5:00", "6:00", "7:00"]
