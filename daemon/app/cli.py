@@ -24,6 +24,7 @@ from daemon.app.commands import (
     simulate,
     status,
     test,
+    whatif,
 )
 from daemon.app.defaults import EXIT_USAGE
 from daemon.core.version import __version__
@@ -46,6 +47,7 @@ SUBCOMMANDS = (
     sim,
     simulate,
     backtest,
+    whatif,
 )
 
 

@@ -31,6 +31,9 @@ third-party libraries are translated at the boundary (``raise ... from exc``)::
     │                               range or an option the backtest cannot use
     ├── DemoError                   (daemon/app/demo/children.py) a piece of the demo could
     │                               not start or run
+    ├── WhatIfError                 (daemon/whatif/errors.py) a what-if could not be answered:
+    │                               too little data, a profile that does not load, a worker
+    │                               past its CPU bound
     └── TaskCrashedError            an eternal task of the supervisor ended or crashed
 """
 

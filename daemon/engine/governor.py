@@ -40,6 +40,7 @@ from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.evaluation.whatif_desk import WhatIfDesk
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.runtime.notifiers import MqttNotifier, Notifications, SlackNotifier
 from daemon.engine.runtime.own_metrics import (
@@ -272,6 +273,9 @@ class Governor:
             **approval_handlers(self._approvals),
             "quarantine": self._handle_quarantine,
             "unquarantine": self._handle_unquarantine,
+            "whatif": WhatIfDesk(
+                self._config_in_force, self._signals.store, self._actuation.knobs, self._clock
+            ).handle,
         }
         await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
 

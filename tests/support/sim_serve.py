@@ -37,8 +37,14 @@ class SimProcess:
 
 
 @contextmanager
-def sim_serve(directory: Path, config: str, *, loading_s: float = 0.3) -> Iterator[SimProcess]:
-    """Start ``sim serve`` with ``config`` (vLLM YAML) and wait until ready; always kill it."""
+def sim_serve(
+    directory: Path, config: str, *, loading_s: float = 0.3, load: str | None = None
+) -> Iterator[SimProcess]:
+    """Start ``sim serve`` with ``config`` (vLLM YAML) and wait until ready; always kill it.
+
+    ``load`` is a workload spec (YAML text) the server replays against itself from the moment
+    it is ready (``--load``).
+    """
     vllm_config = directory / "vllm.yaml"
     vllm_config.write_text(f"served-model-name: {MODEL}\n{config}", encoding="utf-8")
     port = free_port()
@@ -47,6 +53,10 @@ def sim_serve(directory: Path, config: str, *, loading_s: float = 0.3) -> Iterat
         "--config", str(vllm_config), "--profile", PROFILE,
         "--port", str(port), "--loading-s", str(loading_s),
     ]  # fmt: skip
+    if load is not None:
+        workload = directory / "workload.yaml"
+        workload.write_text(load, encoding="utf-8")
+        command += ["--load", str(workload)]
     log_path = directory / f"sim-{port}.log"
     with log_path.open("wb") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)

@@ -152,10 +152,13 @@ def attainment_lines(
     for index, process in enumerate(processes):
         if process.share is None:
             continue
-        when = "since" if index == len(processes) - 1 else "until"
-        at = process.from_t if when == "since" else process.to_t
+        if index < len(processes) - 1:
+            when = f"until {clock(process.to_t)}"
+        else:
+            # The first process is ready a little before the workload's time 0.
+            when = "since the start" if process.from_t <= 0 else f"since {clock(process.from_t)}"
         lines.append(
-            f"with {option} {process.knob} ({when} {clock(at)}): {process.share:.0%} of "
+            f"with {option} {process.knob} ({when}): {process.share:.0%} of "
             f"{process.counts.total:,.0f} first tokens within {slo_s:g} s"
         )
     return lines

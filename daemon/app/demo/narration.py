@@ -55,11 +55,14 @@ class Waiting(NamedTuple):
     line: str
 
 
-def waiting_lines(policies: Sequence[dict[str, Any]], origin: float, t: float) -> list[Waiting]:
+def waiting_lines(
+    policies: Sequence[dict[str, Any]], origin: float, t: float, end: float | None = None
+) -> list[Waiting]:
     """What the governor waits for: each pending policy and when it acts; each cooling one.
 
     ``policies`` is ``status``'s list (each with ``targets``: a state per target, with wall
-    times); ``origin`` is the Unix time of the workload's time 0 and ``t`` the demo's now.
+    times); ``origin`` is the Unix time of the workload's time 0, ``t`` the demo's now and
+    ``end`` when the demo ends (a policy that would act later is said to).
     """
     lines = []
     for policy in policies:
@@ -69,12 +72,19 @@ def waiting_lines(policies: Sequence[dict[str, Any]], origin: float, t: float) -
             cooling = state.get("cooling_down_until")
             if state.get("phase") == "pending" and fires_at is not None:
                 at = fires_at - origin
-                verb = "act" if state.get("acts") else "record it"
+                # A shadow policy, or one without an action, fires and is only recorded.
+                verb = "act" if state.get("acts") else "fire (recorded only, no change)"
                 held = f"has held since {clock(since - origin)}" if since is not None else "holds"
-                line = (
-                    f"{name}: its condition {held}; it will {verb} at {clock(at)} "
-                    f"(in {span(at - t)}) if it keeps holding"
-                )
+                if end is not None and at > end:
+                    line = (
+                        f"{name}: its condition {held}; it would {verb} at {clock(at)}, "
+                        "after the demo has ended"
+                    )
+                else:
+                    line = (
+                        f"{name}: its condition {held}; it will {verb} at {clock(at)} "
+                        f"(in {span(at - t)}) if it keeps holding"
+                    )
                 lines.append(Waiting((str(policy.get("name")), target, "pending"), line))
             elif cooling is not None and cooling - origin > t:
                 until = clock(cooling - origin)

@@ -83,7 +83,7 @@ class Watch:
             actuations = list(observed.actuations)
             policies = list(observed.policies)
         sample = samples[-1] if samples else None
-        waiting = waiting_lines(policies, self._origin, t)
+        waiting = waiting_lines(policies, self._origin, t, end=self._duration_s)
         self._tell(t, proposals, actuations, sample, waiting)
         pending = {str(p.get("id")): p for p in proposals if p.get("state") == "pending"}
         if self._asker is not None:

@@ -47,7 +47,7 @@ def test_a_window_counts_each_process_from_zero_and_never_across_a_restart() -> 
 
 def test_the_live_lines_give_the_last_window_and_each_process_before_and_after() -> None:
     series = [
-        (0.0, 256, FirstTokens("a", 0, 0)),
+        (-2.0, 256, FirstTokens("a", 0, 0)),
         (100.0, 256, FirstTokens("a", 1000, 600)),
         (120.0, None, None),
         (130.0, 320, FirstTokens("b", 0, 0)),
@@ -59,3 +59,11 @@ def test_the_live_lines_give_the_last_window_and_each_process_before_and_after()
         "with max-num-batched-tokens 256 (until 1:40): 60% of 1,000 first tokens within 2 s",
         "with max-num-batched-tokens 320 (since 2:10): 90% of 300 first tokens within 2 s",
     ]
+
+
+def test_the_first_process_serves_since_the_start_not_since_a_negative_time() -> None:
+    series = [(-2.0, 256, FirstTokens("a", 0, 0)), (60.0, 256, FirstTokens("a", 100, 70))]
+    lines = attainment_lines(series, 60.0, slo_s=2.0, option="max-num-batched-tokens")
+    assert lines[-1] == (
+        "with max-num-batched-tokens 256 (since the start): 70% of 100 first tokens within 2 s"
+    )

@@ -27,6 +27,18 @@ def test_a_pending_policy_says_since_when_its_condition_holds_and_when_it_will_a
     assert waiting.key == ("ttft-queue", "main", "pending")
 
 
+def test_a_policy_that_would_act_after_the_end_says_so_and_a_shadow_one_only_fires() -> None:
+    later = policy("pending", since=ORIGIN + 308, fires_at=ORIGIN + 2108, acts=True)
+    [waiting] = waiting_lines([later], ORIGIN, t=309.0, end=420.0)
+    assert waiting.line == (
+        "ttft-queue on main: its condition has held since 5:08; it would act at 35:08, "
+        "after the demo has ended"
+    )
+    shadow = policy("pending", since=ORIGIN, fires_at=ORIGIN + 60, acts=False)
+    [waiting] = waiting_lines([shadow], ORIGIN, t=30.0, end=420.0)
+    assert "it will fire (recorded only, no change) at 1:00 (in 30 s)" in waiting.line
+
+
 def test_a_cooling_policy_says_when_it_may_act_again_and_a_quiet_one_says_nothing() -> None:
     cooling = policy("firing", cooling_down_until=ORIGIN + 2000)
     [waiting] = waiting_lines([cooling], ORIGIN, t=300.0)

@@ -1,0 +1,196 @@
+"""One planning round: a workload summary and candidates in, predictions ranked out.
+
+:func:`plan` is a pure function of its :class:`PlanRequest` (the same request, the same
+report), CPU-bound and synchronous: the daemon runs it in a worker process
+(:mod:`~daemon.whatif.worker`), the offline command directly. It synthesises the workload once
+(one seed, the same arrivals for every candidate), predicts every candidate
+(:mod:`~daemon.whatif.prediction`), ranks them by goodput over the payback horizon with the
+restart's loss included (SLO attainment breaks ties), and picks the best one only when it beats
+the setting in force by at least ``min_gain``: a change predicted to lose, or to win by less
+than the model's error, is never picked.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from daemon.whatif.candidates import Setting
+from daemon.whatif.characterisation import StepObservations
+from daemon.whatif.errors import WhatIfError
+from daemon.whatif.prediction import Prediction, Slo, predict
+from daemon.whatif.profile_check import ProfileCheck, check_profile
+from daemon.whatif.summary import WorkloadSummary
+from daemon.whatif.synthesis import synthesise
+from simulator.errors import SimulatorError
+from simulator.profiles import EngineProfile, load_profile
+from simulator.settings import EngineSettings, SettingsError
+
+# Knobs besides the two a what-if varies that the simulator models: held at their values in
+# force, with the type EngineSettings wants.
+MODELED_KNOBS: dict[str, type] = {
+    "max_num_active_seqs": int,
+    "prefill_schedule_interval": int,
+    "long_prefill_token_threshold": int,
+    "watermark": float,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRequest:
+    """Everything one planning round needs (picklable: it goes to the worker).
+
+    Attributes:
+        summary: The workload.
+        profile: The engine profile: a shipped name or a file.
+        current: The setting in force.
+        candidates: The settings to compare (the one in force among them or not).
+        held: Other knobs in force that the simulator models, as (name, value).
+        steps: The live step observations, for the profile check.
+        slo: The objectives a request must meet.
+        simulated_s: Seconds of synthetic workload per candidate.
+        horizon_s: Seconds over which a restart's downtime is paid back.
+        min_gain: Least predicted gain (a share) for a change to be picked.
+        seed: Seed of the synthetic workload.
+    """
+
+    summary: WorkloadSummary
+    profile: str
+    current: Setting
+    candidates: tuple[Setting, ...]
+    held: tuple[tuple[str, float], ...] = ()
+    steps: StepObservations | None = None
+    slo: Slo = field(default_factory=Slo)
+    simulated_s: float = 300.0
+    horizon_s: float = 3600.0
+    min_gain: float = 0.05
+    seed: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfReport:
+    """The answer of one planning round.
+
+    Attributes:
+        request: What was asked.
+        profile_check: Whether the profile matches the live step rate.
+        current: The prediction for the setting in force.
+        ranked: Every candidate's prediction, best first.
+        pick: The setting to move to, or None to keep the one in force.
+        reason: Why, in a sentence.
+        notes: Candidates left out and other things worth knowing.
+        cpu_s: CPU seconds the round took (in the process that ran it).
+    """
+
+    request: PlanRequest
+    profile_check: ProfileCheck
+    current: Prediction
+    ranked: tuple[Prediction, ...]
+    pick: Setting | None
+    reason: str
+    notes: tuple[str, ...]
+    cpu_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping: ``whatif --json`` prints it."""
+        request = self.request
+        return {
+            "instance": request.summary.instance,
+            "workload": request.summary.to_json(),
+            "profile": request.profile,
+            "slo": {"ttft_s": request.slo.ttft_s, "tpot_s": request.slo.tpot_s},
+            "simulated_s": request.simulated_s,
+            "horizon_s": request.horizon_s,
+            "min_gain": request.min_gain,
+            "current": self.current.to_json(),
+            "candidates": [prediction.to_json() for prediction in self.ranked],
+            "pick": None if self.pick is None else self.pick.as_knobs(),
+            "reason": self.reason,
+            "profile_check": self.profile_check.to_json(),
+            "notes": list(self.notes),
+            "cpu_s": round(self.cpu_s, 3),
+        }
+
+
+def plan(request: PlanRequest) -> WhatIfReport:
+    """Predict every candidate and pick (see the module docstring).
+
+    Raises:
+        WhatIfError: the profile does not load, or the setting in force is one vLLM refuses.
+    """
+    started = time.process_time()
+    profile = _profile(request.profile)
+    base = _base_settings(profile, request)
+    arrivals = synthesise(request.summary, request.simulated_s, request.seed)
+    notes: list[str] = []
+    predictions: list[Prediction] = []
+    for setting in sorted({*request.candidates, request.current}):
+        try:
+            predictions.append(
+                predict(
+                    profile,
+                    base,
+                    setting,
+                    arrivals,
+                    duration_s=request.simulated_s,
+                    slo=request.slo,
+                    horizon_s=request.horizon_s,
+                    current=setting == request.current,
+                )
+            )
+        except SettingsError as exc:
+            notes.append(f"{setting.label()} left out: vLLM would refuse it ({exc})")
+    current = next(p for p in predictions if p.current)
+    ranked = sorted(predictions, key=lambda p: (p.objective, p.slo_attainment), reverse=True)
+    pick, reason = _pick(ranked[0], current, request.min_gain)
+    return WhatIfReport(
+        request=request,
+        profile_check=check_profile(profile, request.steps, request.summary),
+        current=current,
+        ranked=tuple(ranked),
+        pick=pick,
+        reason=reason,
+        notes=tuple(notes),
+        cpu_s=time.process_time() - started,
+    )
+
+
+def _profile(name: str) -> EngineProfile:
+    try:
+        return load_profile(name)
+    except SimulatorError as exc:
+        message = f"the engine profile {name!r} does not load: {exc}"
+        raise WhatIfError(message) from exc
+
+
+def _base_settings(profile: EngineProfile, request: PlanRequest) -> EngineSettings:
+    held = {
+        name: MODELED_KNOBS[name](value) for name, value in request.held if name in MODELED_KNOBS
+    }
+    try:
+        return EngineSettings.defaults(profile, **held, **request.current.as_knobs())
+    except SettingsError as exc:
+        message = f"the settings in force are ones vLLM would refuse: {exc}"
+        raise WhatIfError(message) from exc
+
+
+def _pick(best: Prediction, current: Prediction, min_gain: float) -> tuple[Setting | None, str]:
+    if best.current:
+        return None, "keep: the setting in force is predicted best"
+    if current.objective > 0:
+        gain = best.objective / current.objective - 1
+    else:
+        gain = math.inf if best.objective > 0 else 0.0
+    shown = "from none" if math.isinf(gain) else f"{gain:+.1%}"
+    if gain < min_gain:
+        return None, (
+            f"keep: the best candidate, {best.setting.label()}, gains {shown} of goodput after"
+            f" its restart, less than the {min_gain:.0%} a change must win"
+        )
+    return best.setting, (
+        f"{best.setting.label()}: goodput {shown} over the {current.objective:.2f} req/s in force,"
+        f" after {best.restart_downtime_s:.0f} s down to restart"
+        f" (~{best.requests_lost_to_restart:.0f} requests lost)"
+    )

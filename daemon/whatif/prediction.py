@@ -1,0 +1,144 @@
+"""One candidate setting's predicted service of a synthetic workload, in virtual time.
+
+The arrivals are replayed through the simulated engine (:class:`simulator.virtual_time.\
+VirtualRun`) with the instance's profile and the candidate's settings, for the workload's
+duration plus a grace period in which what is still inside may finish; a request unfinished by
+then is a miss. A request meets the SLO when it completed within both objectives (as
+:func:`simulator.report.meets_slo` judges, with the objectives given here).
+
+The restart that moving to a candidate costs is priced over a payback horizon: vLLM is down for
+the profile's ``restart_downtime_s`` of the candidate (longer with more CUDA graphs to capture),
+and the requests that arrive meanwhile are lost. The objective is the goodput over the horizon:
+``goodput_rps * (horizon - downtime) / horizon``; the setting in force pays nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from daemon.whatif.candidates import Setting
+from simulator.arrivals import Arrival
+from simulator.engine import Engine
+from simulator.profiles import EngineProfile
+from simulator.report import TPOT_SLO_S, TTFT_SLO_S, percentile
+from simulator.requests import FinishedRequest, Outcome
+from simulator.settings import EngineSettings
+from simulator.virtual_time import VirtualRun
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """The per-request objectives: TTFT and TPOT at most these (the simulator's by default)."""
+
+    ttft_s: float = TTFT_SLO_S
+    tpot_s: float = TPOT_SLO_S
+
+    def met_by(self, record: FinishedRequest) -> bool:
+        """Whether one request completed within both objectives."""
+        if record.outcome is not Outcome.COMPLETED or record.ttft_s is None:
+            return False
+        return record.ttft_s <= self.ttft_s and (
+            record.tpot_s is None or record.tpot_s <= self.tpot_s
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """What one setting would do with the workload.
+
+    Attributes:
+        setting: The candidate.
+        current: Whether it is the setting in force.
+        requests: Requests in the synthetic workload.
+        slo_attainment: Share of them that met the SLO.
+        goodput_rps: Requests per second that met it, over the workload's duration.
+        goodput_tok_s: Their output tokens per second.
+        ttft_p95_s: 95th percentile TTFT of completed requests, or None.
+        tpot_p95_s: 95th percentile TPOT of completed requests, or None.
+        preemptions: Preemptions over the run.
+        restart_downtime_s: Seconds down to restart into it (0 for the setting in force).
+        requests_lost_to_restart: Requests arriving while it is down.
+        objective: Goodput over the payback horizon, the restart's loss included.
+    """
+
+    setting: Setting
+    current: bool
+    requests: int
+    slo_attainment: float
+    goodput_rps: float
+    goodput_tok_s: float
+    ttft_p95_s: float | None
+    tpot_p95_s: float | None
+    preemptions: int
+    restart_downtime_s: float
+    requests_lost_to_restart: float
+    objective: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {
+            **self.setting.as_knobs(),
+            "current": self.current,
+            "requests": self.requests,
+            "slo_attainment": round(self.slo_attainment, 4),
+            "goodput_rps": round(self.goodput_rps, 4),
+            "goodput_tok_s": round(self.goodput_tok_s, 1),
+            "ttft_p95_s": _maybe(self.ttft_p95_s),
+            "tpot_p95_s": _maybe(self.tpot_p95_s),
+            "preemptions": self.preemptions,
+            "restart_downtime_s": round(self.restart_downtime_s, 2),
+            "requests_lost_to_restart": round(self.requests_lost_to_restart, 1),
+            "objective_goodput_rps": round(self.objective, 4),
+        }
+
+
+def predict(
+    profile: EngineProfile,
+    base: EngineSettings,
+    setting: Setting,
+    arrivals: Sequence[Arrival],
+    *,
+    duration_s: float,
+    slo: Slo,
+    horizon_s: float,
+    current: bool,
+) -> Prediction:
+    """Replay ``arrivals`` with ``setting`` over ``base`` (see the module docstring)."""
+    settings = EngineSettings(**{**_fields(base), **setting.as_knobs()})
+    run = VirtualRun(Engine(profile, settings), arrivals)
+    run.run(duration_s + max(60.0, duration_s / 2))
+    good = [record for record in run.finished if slo.met_by(record)]
+    completed = [r for r in run.finished if r.outcome is Outcome.COMPLETED]
+    requests = len(arrivals)
+    goodput = len(good) / duration_s
+    downtime = 0.0 if current else profile.restart_downtime_s(*_pair(setting))
+    rate = requests / duration_s
+    return Prediction(
+        setting=setting,
+        current=current,
+        requests=requests,
+        slo_attainment=len(good) / requests if requests else 0.0,
+        goodput_rps=goodput,
+        goodput_tok_s=sum(r.output_tokens for r in good) / duration_s,
+        ttft_p95_s=percentile([r.ttft_s for r in completed if r.ttft_s is not None], 0.95),
+        tpot_p95_s=percentile([r.tpot_s for r in completed if r.tpot_s is not None], 0.95),
+        preemptions=run.engine.lifetime_totals(run.now).preemptions,
+        restart_downtime_s=downtime,
+        requests_lost_to_restart=rate * downtime,
+        objective=goodput * max(horizon_s - downtime, 0.0) / horizon_s,
+    )
+
+
+def _pair(setting: Setting) -> tuple[int, int]:
+    return setting.max_num_seqs, setting.max_num_batched_tokens
+
+
+def _fields(settings: EngineSettings) -> dict[str, Any]:
+    return {name: getattr(settings, name) for name in settings.__dataclass_fields__}
+
+
+def _maybe(value: float | None) -> float | None:
+    return None if value is None or not math.isfinite(value) else round(value, 4)

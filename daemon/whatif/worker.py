@@ -1,0 +1,87 @@
+"""One planning round in a worker process with a CPU bound, off the daemon's event loop.
+
+The daemon starts ``python -m daemon.whatif.worker LIMIT`` as an asyncio subprocess, writes
+the pickled :class:`~daemon.whatif.rounds.Round` to its stdin and reads the pickled
+:class:`~daemon.whatif.planning.WhatIfReport` from its stdout; nothing else runs in the
+daemon's process meanwhile. The worker lowers its own priority (``nice`` 10, so the daemon's
+loops win the CPU) and bounds its CPU time with ``RLIMIT_CPU``: past the limit the kernel
+ends it with SIGXCPU, and the daemon says so. A cancelled round (the caller hung up, the
+daemon is stopping) kills the worker and reaps it. Pickle is safe here: both ends are this
+program, over a pipe only they hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import pickle
+import resource
+import signal
+import sys
+
+from daemon.whatif.errors import WhatIfError
+from daemon.whatif.planning import WhatIfReport
+from daemon.whatif.rounds import Round, run_round
+
+DEFAULT_CPU_LIMIT_S = 120.0
+"""CPU seconds one round may take: a full 8 x 8 grid of 300 s workloads takes about a tenth."""
+
+_PRIORITY = 10
+_EXIT_REFUSED = 2
+
+
+async def plan_off_loop(job: Round, *, cpu_limit_s: float = DEFAULT_CPU_LIMIT_S) -> WhatIfReport:
+    """Run :func:`~daemon.whatif.rounds.run_round` in a worker process (module docstring).
+
+    Raises:
+        WhatIfError: the worker refused the request, ran past its CPU bound, or failed.
+    """
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "daemon.whatif.worker",
+        str(cpu_limit_s),
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        out, err = await process.communicate(pickle.dumps(job))
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    code = process.returncode
+    if code == 0:
+        report = pickle.loads(out)  # noqa: S301 - our own child, over our own pipe
+        if isinstance(report, WhatIfReport):
+            return report
+    said = err.decode(errors="replace").strip().splitlines()
+    if code == _EXIT_REFUSED and said:
+        raise WhatIfError(said[-1])
+    if code in (-signal.SIGXCPU, -signal.SIGKILL):
+        message = f"the what-if ran past its CPU bound of {cpu_limit_s:g} s and was stopped"
+        raise WhatIfError(message)
+    last = said[-1] if said else "no output"
+    message = f"the what-if worker failed (exit {code}): {last}"
+    raise WhatIfError(message)
+
+
+def main() -> int:
+    """The worker's side: bound itself, read the request, plan, write the report."""
+    limit = math.ceil(float(sys.argv[1]))
+    os.nice(_PRIORITY)
+    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 2))
+    job = pickle.load(sys.stdin.buffer)  # noqa: S301 - the daemon's own request
+    try:
+        report = run_round(job)
+    except WhatIfError as exc:
+        print(exc, file=sys.stderr)
+        return _EXIT_REFUSED
+    sys.stdout.buffer.write(pickle.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

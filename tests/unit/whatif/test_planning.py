@@ -1,0 +1,110 @@
+"""Ranking candidates by predicted goodput, the restart's cost included (issue 16).
+
+The issue's case: code-like traffic (long prompts, short outputs) on the 8B profile, where the
+defaults' 8,192-token steps put a large prefill chunk into most decode steps and TPOT, not
+TTFT, is what misses the SLO. A smaller token budget must win there; where the setting in
+force serves everything, nothing may be picked (a restart costs and buys nothing).
+"""
+
+from __future__ import annotations
+
+import math
+
+from daemon.core.settings import Envelope
+from daemon.whatif.candidates import Setting, candidate_grid, knob_values
+from daemon.whatif.lognormal_fit import LogNormal
+from daemon.whatif.planning import PlanRequest, plan
+from daemon.whatif.prediction import Slo
+from daemon.whatif.summary import LengthSummary, WorkloadSummary
+from simulator.synthetic_workloads import Z90
+
+PROFILE = "llama-3.1-8b-h100-tp1"
+DEFAULTS = Setting(1024, 8192)
+ENVELOPES = {
+    "max_num_seqs": Envelope(min=16, max=1024, max_step=512),
+    "max_num_batched_tokens": Envelope(min=512, max=8192, max_step=4096),
+}
+
+NARROW = {
+    "max_num_seqs": Envelope(min=128, max=512, max_step=256),
+    "max_num_batched_tokens": Envelope(min=2048, max=8192, max_step=4096),
+}
+
+
+def _lengths(median: float, p90: float, top: int) -> LengthSummary:
+    fit = LogNormal(math.log(median), math.log(p90 / median) / Z90)
+    return LengthSummary(1000, fit.mean, median, p90, p90 * 1.5, fit, top)
+
+
+def _summary(
+    rate: float, prompt: tuple[float, float], output: tuple[float, float]
+) -> WorkloadSummary:
+    return WorkloadSummary(
+        instance="main",
+        window_s=600,
+        scrapes=300,
+        rate_rps=rate,
+        count_cv=0.25,
+        arrival_cv=1.0,
+        scrape_interval_s=2.0,
+        prompt=_lengths(*prompt, top=16_000),
+        output=_lengths(*output, top=4_000),
+    )
+
+
+def test_tpot_bound_by_prefill_interference_picks_a_smaller_token_budget() -> None:
+    code_like = _summary(8.0, (4000, 8800), (60, 150))
+    request = PlanRequest(
+        summary=code_like,
+        profile=PROFILE,
+        current=DEFAULTS,
+        candidates=tuple(candidate_grid(DEFAULTS, ENVELOPES)),
+        slo=Slo(ttft_s=2.0, tpot_s=0.050),
+        simulated_s=300,
+    )
+
+    report = plan(request)
+
+    assert report.pick is not None
+    assert report.pick.max_num_batched_tokens < DEFAULTS.max_num_batched_tokens
+    best = report.ranked[0]
+    assert best.setting == report.pick
+    # TPOT was the binding limit, and the smaller budget is what relieves it.
+    assert report.current.tpot_p95_s is not None
+    assert best.tpot_p95_s is not None
+    assert best.tpot_p95_s < report.current.tpot_p95_s
+    assert best.objective >= 1.10 * report.current.objective
+    # The restart is priced: the pick pays its downtime, the setting in force pays none.
+    assert best.restart_downtime_s > 0
+    assert best.requests_lost_to_restart > 0
+    assert best.objective < best.goodput_rps
+    assert report.current.objective == report.current.goodput_rps
+
+
+def test_a_setting_that_serves_everything_is_kept() -> None:
+    light = _summary(2.0, (500, 1200), (60, 150))
+    request = PlanRequest(
+        summary=light,
+        profile=PROFILE,
+        current=Setting(256, 4096),
+        candidates=tuple(candidate_grid(Setting(256, 4096), NARROW)),
+        simulated_s=120,
+    )
+
+    report = plan(request)
+
+    assert report.current.slo_attainment == 1.0
+    assert report.pick is None
+    assert report.reason.startswith("keep")
+
+
+def test_the_grid_is_the_envelopes_powers_of_two_bounds_and_the_value_in_force() -> None:
+    envelope = Envelope(min=12, max=100, max_step=10)
+    assert knob_values(48, envelope) == [12, 16, 32, 48, 64, 100]
+    assert knob_values(48, None) == [48]
+    wide = knob_values(256, Envelope(min=1, max=65536, max_step=1))
+    assert len(wide) <= 9
+    assert {1, 256, 65536} <= set(wide)
+    grid = candidate_grid(Setting(64, 2048), {"max_num_seqs": envelope})
+    assert {s.max_num_batched_tokens for s in grid} == {2048}
+    assert Setting(64, 2048) in grid

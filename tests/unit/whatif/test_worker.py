@@ -1,0 +1,69 @@
+"""The what-if's worker process: the answer comes back, a runaway round is stopped (issue 16)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from daemon.core.settings import VllmInstance
+from daemon.whatif.errors import WhatIfError
+from daemon.whatif.requests import Question
+from daemon.whatif.rounds import Round, run_round
+from daemon.whatif.series_snapshot import snapshot
+from daemon.whatif.worker import plan_off_loop
+from simulator.synthetic_workloads import GammaArrivals, LogNormalLengths, WorkloadSpec, generate
+from tests.unit.whatif.metric_histories import INSTANCE, history
+
+INSTANCE_CONFIG = VllmInstance.model_validate(
+    {
+        "name": INSTANCE,
+        "url": "http://127.0.0.1:9",
+        "knobs": {"max_num_seqs": {"min": 32, "max": 128, "max_step": 64}},
+    }
+)
+
+
+def _round(question: Question) -> Round:
+    spec = WorkloadSpec(
+        name="w",
+        duration_s=300,
+        arrivals=GammaArrivals(rate_rps=5.0),
+        prompt_tokens=LogNormalLengths(median=800, p90=2000, max=8000),
+        output_tokens=LogNormalLengths(median=80, p90=200, max=1000),
+    )
+    store = history(generate(spec), 300.0)
+    return Round(
+        instance=INSTANCE_CONFIG,
+        series=snapshot(store, INSTANCE, 0.0),
+        now=300.0,
+        window_s=300.0,
+        in_force={"max_num_seqs": 64, "max_num_batched_tokens": 2048},
+        question=question,
+    )
+
+
+def test_a_round_in_the_worker_answers_as_the_same_round_in_process() -> None:
+    job = _round(Question(simulated_s=60))
+
+    report = asyncio.run(plan_off_loop(job))
+
+    assert {p.setting.max_num_seqs for p in report.ranked} == {32, 64, 128}
+    assert report.current.setting.max_num_batched_tokens == 2048
+    assert report.cpu_s > 0
+    assert report.ranked == run_round(job).ranked
+    assert any("max_num_batched_tokens: no envelope" in note for note in report.notes)
+
+
+def test_a_round_past_its_cpu_bound_is_stopped_and_said_so() -> None:
+    job = _round(Question(simulated_s=36_000))  # ten hours of traffic per candidate
+
+    with pytest.raises(WhatIfError, match="ran past its CPU bound of 1 s"):
+        asyncio.run(plan_off_loop(job, cpu_limit_s=1))
+
+
+def test_a_refused_round_says_why() -> None:
+    job = _round(Question(profile="no-such-profile"))
+
+    with pytest.raises(WhatIfError, match="no-such-profile"):
+        asyncio.run(plan_off_loop(job))
