@@ -112,7 +112,7 @@ class CapWatch:
 
 
 def _changes(directory: Path) -> list[dict[str, Any]]:
-    path = directory / "state" / "gate-journal.sqlite3"
+    path = directory / "state" / "state.sqlite3"
     if not path.exists():
         return []
     with sqlite3.connect(path) as db:

@@ -50,7 +50,7 @@ from daemon.engine.runtime.supervisor import Readiness
 from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.state_db import STATE_FILE
 from daemon.policy.admission.controllers import build_controller
-from daemon.policy.admission.from_view import admission_signals
+from daemon.policy.admission.from_view import SIGNALS_READ, admission_signals
 from daemon.policy.admission.signals import AdmissionController
 from daemon.policy.evaluate import TargetView
 from daemon.policy.spec import PolicySpec
@@ -328,7 +328,7 @@ def admission_loop(
         config=config,
         specs=lambda: policies.policies.specs,
         states=states,
-        rows=lambda window_s: signals.rows(window_s=window_s),
+        rows=lambda window_s: signals.rows(window_s=window_s, only=SIGNALS_READ),
         knobs=actuation.knobs,
         gates=gates,
         actuator=factory(journal, clock, state_dir),

@@ -123,10 +123,13 @@ class SignalPlane:
         self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
         self._metrics.up.labels(source=source).set(1 if ok else 0)
 
-    def rows(self, prefix: str = "", window_s: float | None = None) -> list[SignalRow]:
+    def rows(
+        self, prefix: str = "", window_s: float | None = None, only: frozenset[str] | None = None
+    ) -> list[SignalRow]:
         """What the governor sees now: every signal whose name starts with ``prefix``.
 
-        Derived signals cover ``window_s`` (default: the configured ``signals.window_s``).
+        Derived signals cover ``window_s`` (default: the configured ``signals.window_s``);
+        ``only`` limits the rows to those catalogue signals (computing nothing else).
         """
         context = ViewContext(
             now=self._clock.monotonic(),
@@ -134,6 +137,7 @@ class SignalPlane:
             stale_after=self._stale_after_key,
             targets=self._targets,
             declared=self._declared,
+            only=only,
         )
         return [row for row in signal_rows(self.store, context) if row.name.startswith(prefix)]
 

@@ -27,6 +27,10 @@ FIELD_SIGNALS: Mapping[str, str] = {
 }
 
 
+# Every signal a controller reads: all the fast loop needs computed.
+SIGNALS_READ = frozenset(FIELD_SIGNALS.values()) | {"errors_per_s", "rejections_per_s"}
+
+
 def admission_signals(view: TargetView) -> AdmissionSignals:
     """The controller's signals from ``view``; a signal without fresh data is None.
 

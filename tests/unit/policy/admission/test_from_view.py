@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from daemon.policy.admission.from_view import FIELD_SIGNALS, admission_signals
+from daemon.policy.admission.from_view import FIELD_SIGNALS, SIGNALS_READ, admission_signals
 from daemon.policy.admission.signals import SIGNAL_NAMES, AdmissionSignals
 from daemon.policy.evaluate import TargetView
 from daemon.policy.views import target_views
@@ -115,3 +115,23 @@ def test_a_stale_gate_reaches_no_view() -> None:
     views = target_views(signal_rows(_haproxy_store(now), later), ["a"])
     assert not any(name.startswith("gate_") for name in views["a"].signals)
     assert admission_signals(views["a"]).cap is None
+
+
+def test_the_fast_loop_computes_only_what_the_controllers_read() -> None:
+    now = 1000.0
+    store = _haproxy_store(now)
+    every = ViewContext(now=now, window_s=30.0, stale_after=lambda _key: 10.0, targets=("a",))
+    fast = ViewContext(
+        now=now,
+        window_s=30.0,
+        stale_after=lambda _key: 10.0,
+        targets=("a",),
+        only=SIGNALS_READ,
+    )
+    all_rows, read_rows = signal_rows(store, every), signal_rows(store, fast)
+    assert {row.name for row in read_rows} == SIGNALS_READ
+    assert len(read_rows) < len(all_rows) / 3
+    # The same controller signals either way.
+    assert admission_signals(target_views(read_rows, ["a"])["a"]) == admission_signals(
+        target_views(all_rows, ["a"])["a"]
+    )
