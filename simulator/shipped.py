@@ -6,11 +6,15 @@ loading the model.
 
 from __future__ import annotations
 
+from importlib import resources
 from pathlib import Path
 
-PROFILE_DIR = Path(__file__).with_name("profiles")
-WORKLOAD_DIR = Path(__file__).with_name("workloads")
-TRACE_DIR = Path(__file__).with_name("traces")
+# The data lies inside the package, in a checkout and in an installed wheel alike. A package
+# imported from a zip archive would have no paths on disk; the simulator is not installed so.
+_PACKAGE = Path(str(resources.files("simulator")))
+PROFILE_DIR = _PACKAGE / "profiles"
+WORKLOAD_DIR = _PACKAGE / "workloads"
+TRACE_DIR = _PACKAGE / "traces"
 DEFAULT_HOST = "127.0.0.1"  # loopback: /metrics and /health need no authentication
 DEFAULT_PORT = 8000
 

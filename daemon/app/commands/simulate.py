@@ -82,10 +82,10 @@ def main(args: argparse.Namespace) -> int:
     from daemon.app.simulation.session import (
         Session,
         check_controllers,
-        default_policies,
         simulate,
     )
     from daemon.core.errors import ConfigError
+    from daemon.shipped import default_pack
     from simulator.errors import SimulatorError
 
     controllers = tuple(name.strip() for name in args.baselines.split(",") if name.strip())
@@ -100,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
             trace=args.trace,
             spec=args.workload,
             seed=1,
-            policy_dirs=tuple(args.policies or [default_policies()]),
+            policy_dirs=tuple(args.policies or [default_pack()]),
             config=args.config,
             approval_delay_s=args.approval_delay,
             approval_answer=args.approval_answer,

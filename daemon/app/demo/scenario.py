@@ -25,12 +25,13 @@ from pathlib import Path
 import yaml
 
 from daemon.policy.loading import load_policies
+from daemon.shipped import default_pack
 from simulator.arrivals import Arrival
+from simulator.shipped import WORKLOAD_DIR
 from simulator.synthetic_workloads import WorkloadSpec, generate, load_workload
 
-REPO = Path(__file__).resolve().parents[3]
-DEFAULT_PACK = REPO / "policies"
-WORKLOAD = REPO / "simulator" / "workloads" / "demo-prefill-budget.yaml"
+DEFAULT_PACK = default_pack()
+WORKLOAD = WORKLOAD_DIR / "demo-prefill-budget.yaml"
 PROFILE = "llama-3.1-8b-h100-tp1"
 INSTANCE = "main"
 # The serving process starts in seconds (the real 8B engine takes about a minute warm).

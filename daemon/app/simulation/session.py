@@ -6,7 +6,6 @@ import sys
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from daemon.app.simulation.names import (
@@ -105,8 +104,3 @@ def simulate(session: Session) -> tuple[dict[str, Any], dict[str, list[RunTally]
 
 def _progress(done: int, total: int, job: Job) -> None:
     print(f"[{done}/{total}] {job.controller} seed {job.seed}", file=sys.stderr, flush=True)
-
-
-def default_policies() -> Path:
-    """The shipped default pack (``policies/`` of the source tree)."""
-    return Path(__file__).resolve().parents[3] / "policies"
