@@ -112,3 +112,17 @@ def test_whatif_over_the_control_socket_ranks_the_envelopes_grid(tmp_path: Path)
     assert text.returncode == 0, text.stderr
     assert "pick: " in text.stdout
     assert "= 64x2048" in text.stdout  # the setting in force, marked in the table
+
+
+def test_whatif_without_a_daemon_collects_from_the_target_then_plans(tmp_path: Path) -> None:
+    vllm_yaml = "max-num-seqs: 64\nmax-num-batched-tokens: 2048\n"
+    with sim_serve(tmp_path, vllm_yaml, load=LOAD) as sim:
+        config = _config(tmp_path, sim)
+        done = _whatif(config, "--collect", "8s", "--json")
+
+    assert done.returncode == 0, done.stderr
+    assert "no daemon running; collecting for 8 s" in done.stderr
+    answer = json.loads(done.stdout)
+    assert 0.5 * RATE_RPS <= answer["workload"]["rate_rps"] <= 1.5 * RATE_RPS
+    assert len(answer["candidates"]) == 12
+    assert answer["current"]["max_num_seqs"] == 64
