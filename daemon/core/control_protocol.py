@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from daemon.core.errors import ControlError
+from daemon.core.json_nesting import nests_deeper_than
 
 MAX_LINE_BYTES = 1 << 20
 MAX_REQUEST_BYTES = 1 << 16
@@ -140,7 +141,7 @@ def _decode_object(line: bytes, *, strict: bool = False) -> dict[str, Any]:
             document = json.loads(line)
         else:
             text = line.decode()
-            if _nests_deeper_than(text, MAX_NESTING):
+            if nests_deeper_than(text, MAX_NESTING):
                 message = f"a request may nest at most {MAX_NESTING} levels of arrays and objects"
                 raise ControlError(message)
             document = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float)
@@ -154,26 +155,3 @@ def _decode_object(line: bytes, *, strict: bool = False) -> dict[str, Any]:
         message = "a control message must be a JSON object"
         raise ControlError(message)
     return document
-
-
-def _nests_deeper_than(text: str, limit: int) -> bool:
-    """Whether arrays and objects in ``text`` nest deeper than ``limit``, before parsing it."""
-    depth = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif char in "]}":
-            depth -= 1
-    return False

@@ -117,3 +117,21 @@ def test_a_full_replay_cache_refuses_rather_than_forgets() -> None:
     clock.now = T0 + timedelta(seconds=301)
     later = signed_request({"n": 3}, SECRET, NOW + 301)
     verifier.verify(later.body, later.headers)
+
+
+@pytest.mark.parametrize(
+    "case", [c for c in CASES if c.refused in {None, Unverified.STALE}], ids=lambda c: c.name
+)
+def test_the_headers_alone_tell_a_stale_request(case: Case) -> None:
+    # What the endpoint checks before it reads the body: only the headers, so only staleness
+    # and missing headers; a forged body passes here and is caught by verify.
+    verifier = RequestVerifier(SECRET, FakeClock())
+    if case.refused is Unverified.STALE:
+        with pytest.raises(UnverifiedRequest) as raised:
+            verifier.check_headers(case.request.headers)
+        assert raised.value.reason is Unverified.STALE
+    else:
+        assert verifier.check_headers(case.request.headers) == (
+            case.request.headers["X-Slack-Request-Timestamp"],
+            case.request.headers["X-Slack-Signature"],
+        )
