@@ -1,3 +1,5 @@
+"""The polling runner, on the virtual-time loop: hangs, backoffs and timeouts take no real time."""
+
 from __future__ import annotations
 
 import asyncio
@@ -7,8 +9,8 @@ from typing import Self
 import pytest
 
 from daemon.core.backoff import Backoff
-from daemon.core.clock import SystemClock
 from daemon.core.errors import SourceUnavailable
+from daemon.core.virtual_time import EPOCH, VirtualClock, run_in_virtual_time
 from daemon.sources.health import HealthBoard, SourceState
 from daemon.sources.polling import PollingRunner, PollResult
 from daemon.sources.samples import Sample, SeriesKey
@@ -49,7 +51,8 @@ class ScriptedSource:
 def _runner(source: ScriptedSource) -> tuple[PollingRunner, SignalStore, HealthBoard]:
     store, health = SignalStore(), HealthBoard()
     backoff = Backoff(base_s=0.02, cap_s=0.05, rng=random.Random(0))
-    return PollingRunner(source, store, health, SystemClock(), backoff), store, health
+    clock = VirtualClock(asyncio.get_running_loop(), EPOCH)
+    return PollingRunner(source, store, health, clock, backoff), store, health
 
 
 async def _run_until(runner: PollingRunner, done: asyncio.Event) -> None:
@@ -63,8 +66,11 @@ async def _run_until(runner: PollingRunner, done: asyncio.Event) -> None:
         await asyncio.gather(task, return_exceptions=True)
 
 
-@pytest.mark.asyncio
-async def test_failures_and_hangs_mark_the_source_down_then_it_recovers() -> None:
+def test_failures_and_hangs_mark_the_source_down_then_it_recovers() -> None:
+    run_in_virtual_time(_failures_and_hangs())
+
+
+async def _failures_and_hangs() -> None:
     source = ScriptedSource([SourceUnavailable("refused", detail="starting"), None, 5.0])
     runner, store, health = _runner(source)
     states: list[tuple[str, str]] = []
@@ -87,8 +93,11 @@ async def test_failures_and_hangs_mark_the_source_down_then_it_recovers() -> Non
     assert all(gap >= source.interval_s for gap in gaps), "failures must not poll faster"
 
 
-@pytest.mark.asyncio
-async def test_a_bug_in_a_source_is_not_swallowed() -> None:
+def test_a_bug_in_a_source_is_not_swallowed() -> None:
+    run_in_virtual_time(_a_bug())
+
+
+async def _a_bug() -> None:
     runner, _, health = _runner(ScriptedSource([ZeroDivisionError("bug")]))
     with pytest.raises(ZeroDivisionError):
         await runner.run(lambda: None)
@@ -97,26 +106,30 @@ async def test_a_bug_in_a_source_is_not_swallowed() -> None:
     assert entry.state is SourceState.STARTING
 
 
-@pytest.mark.asyncio
-async def test_a_refusing_server_is_polled_at_its_interval_not_backed_off() -> None:
+def test_a_refusing_server_is_polled_at_its_interval_not_backed_off() -> None:
+    run_in_virtual_time(_a_refusing_server())
+
+
+async def _a_refusing_server() -> None:
     starting = [SourceUnavailable("refused", detail="starting") for _ in range(6)]
     source = ScriptedSource([*starting, 5.0])
     store, health = SignalStore(), HealthBoard()
     # A backoff far longer than the test: only a refusal's own pace lets it finish.
     slow = Backoff(base_s=30.0, cap_s=60.0, rng=random.Random(0))
-    runner = PollingRunner(source, store, health, SystemClock(), slow)
+    clock = VirtualClock(asyncio.get_running_loop(), EPOCH)
+    runner = PollingRunner(source, store, health, clock, slow)
     done = asyncio.Event()
     runner.on_poll = lambda _name, ok: done.set() if ok else None
     await _run_until(runner, done)
     assert len(source.calls) == 7
     assert store.latest(KEY) is not None
     timed_out = ScriptedSource([None, 5.0])
-    runner = PollingRunner(timed_out, SignalStore(), HealthBoard(), SystemClock(), slow)
+    runner = PollingRunner(timed_out, SignalStore(), HealthBoard(), clock, slow)
     runner.on_poll = lambda _name, ok: None
     started = asyncio.Event()
     task = asyncio.create_task(runner.run(started.set))
     await asyncio.wait_for(started.wait(), 2)
-    await asyncio.sleep(0.5)
+    await asyncio.sleep(25.0)  # virtual: within the first backoff (30 s and more)
     task.cancel()
     await asyncio.gather(task, return_exceptions=True)
     assert len(timed_out.calls) == 1, "a server that does not answer is backed off"
