@@ -19,7 +19,16 @@ from daemon.core.settings import GovernorConfig, VllmInstance
 # Whole sections read once at start.
 BOOT_SECTIONS = ("control", "metrics", "governor.state_dir", "signals", "sources", "slack")
 # The settings of a [[vllm]] server that its sources read once at start.
-BOOT_SERVER_FIELDS = ("url", "scrape_interval_s", "scrape_timeout_s", "stale_after_s", "gate")
+BOOT_SERVER_FIELDS = (
+    "url",
+    "scrape_interval_s",
+    "scrape_timeout_s",
+    "stale_after_s",
+    "gate",
+    "max_page_bytes",
+    "max_page_samples",
+    "max_label_values",
+)
 
 
 def restart_only_changes(old: GovernorConfig, new: GovernorConfig) -> list[str]:

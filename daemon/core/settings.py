@@ -89,6 +89,10 @@ class SignalsSection(_Section):
 
     points_per_series: Annotated[int, Field(ge=2, le=100_000)] = 512
     max_series: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    # No one source (a vLLM server, MQTT, Prometheus, ...) holds more, so none starves another.
+    max_series_per_source: Annotated[int, Field(ge=1, le=1_000_000)] = 4_000
+    # A series absent this long while its source keeps answering is forgotten.
+    forget_after_s: Seconds = 300.0
     window_s: Seconds = 60.0
 
 
@@ -240,6 +244,10 @@ class VllmInstance(_Section):
     scrape_interval_s: Seconds = 2.0
     scrape_timeout_s: Seconds = 1.5
     stale_after_s: Seconds = 10.0
+    # Bounds on one /metrics page (daemon.sources.metric_pages): beyond one, it is refused whole.
+    max_page_bytes: Annotated[int, Field(ge=64 << 10, le=32 << 20)] = 4 << 20
+    max_page_samples: Annotated[int, Field(ge=100, le=1_000_000)] = 10_000
+    max_label_values: Annotated[int, Field(ge=10, le=1_000_000)] = 1_000
     knobs: dict[str, Envelope] = {}
     unit: str = ""
     config_path: Path | None = None

@@ -23,19 +23,21 @@ from daemon.core.http_client import (
 MAX_BODY_BYTES = 32 << 20
 
 
-async def http_get(url: str, timeout_s: float) -> HttpResponse:
+async def http_get(
+    url: str, timeout_s: float, max_body_bytes: int = MAX_BODY_BYTES
+) -> HttpResponse:
     """GET ``url`` within ``timeout_s``; any status is an answer.
 
     Raises:
         SourceUnavailable: no answer: ``detail`` is ``refused``, ``timeout`` or
             ``unreachable`` (cut off, malformed, no route).
-        SourceError: the URL is not http(s), or the body is larger than ``MAX_BODY_BYTES``
+        SourceError: the URL is not http(s), or the body is larger than ``max_body_bytes``
             (``detail="oversized"``).
     """
     if not url.startswith(("http://", "https://")):
         message = f"only http(s) URLs can be scraped, not {url!r}"
         raise SourceError(message)
-    limits = HttpLimits(total_s=timeout_s, max_body_bytes=MAX_BODY_BYTES)
+    limits = HttpLimits(total_s=timeout_s, max_body_bytes=max_body_bytes)
     try:
         return await http_request("GET", url, limits)
     except HttpExchangeError as exc:

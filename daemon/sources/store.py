@@ -1,20 +1,49 @@
-"""The signal store: bounded ring buffers of samples, one per series, with a memory cap.
+"""The signal store: bounded ring buffers of samples, one per series, with a memory budget.
 
-Every series keeps at most ``points_per_series`` points (oldest dropped first) and the store
-keeps at most ``max_series`` series: a sample of a new series beyond the cap is dropped and
-counted, never allowed to grow memory without bound (a chatty MQTT topic tree must not take the
-governor down). Reads say how old the data is; deciding what is stale is the reader's business,
-with :meth:`SignalStore.reading` as the usual way to ask.
+Bounds, each a guard against a source that produces too much (a chatty MQTT topic tree, an
+exporter that puts request ids into labels):
+
+* every series keeps at most ``points_per_series`` points (oldest dropped first), 16 bytes
+  each (:mod:`daemon.sources.series_ring`), and its key is at most :data:`MAX_KEY_CHARS`
+  characters in at most :data:`MAX_KEY_LABELS` labels;
+* every source (a vLLM target, MQTT, Prometheus, NVML, the host) holds at most
+  ``max_series_per_source`` series: a sample of a further new series of that source is dropped
+  and counted, so one source cannot take the room of the others;
+* the store holds at most ``max_series`` series. When it is full, a new series of a source that
+  holds fewer series than the largest one still gets in: the largest source's least recently
+  updated series makes room for it. So a source can only ever lose series to one that holds
+  more, never starve a smaller one, whatever the order in which they came;
+* a series that stopped appearing while its source kept answering (none of its points in the
+  last ``forget_after_s`` of that source's samples) is forgotten. A source that fails adds
+  nothing, so its series stay, and read as stale, not as never seen.
+
+Memory is therefore bounded by :func:`memory_budget_bytes` of the bounds, which the daemon logs
+at start and a test measures. Reads say how old the data is; deciding what is stale is the
+reader's business, with :meth:`SignalStore.reading` as the usual way to ask.
 """
 
 from __future__ import annotations
 
-from collections import deque
+import logging
+import math
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
 from daemon.sources.samples import Sample, SeriesKey
+from daemon.sources.series_ring import BYTES_PER_POINT, SeriesRing
+
+log = logging.getLogger(__name__)
+
+# A series' key (its name and labels) is at most this many characters, or the series is not
+# stored (dropped and counted): vLLM keys are about 150, and the budget below counts on it.
+MAX_KEY_CHARS = 768
+MAX_KEY_LABELS = 24
+# What a series costs besides its points, at the largest key allowed: the key with its label
+# tuples and strings, the ring and its array's header, and its entries in the store's indexes.
+# Measured with tracemalloc (about 5 KiB, with the array's spare room) and pinned by a test.
+SERIES_OVERHEAD_BYTES = 6_144
 
 Point = tuple[float, float]
 
@@ -37,35 +66,103 @@ class Reading:
     age_s: float | None
 
 
-class SignalStore:
-    """Ring buffers of samples per series, bounded in points and in series."""
+def memory_budget_bytes(max_series: int, points_per_series: int) -> int:
+    """The most memory a store with these bounds holds, every series full."""
+    return max_series * (SERIES_OVERHEAD_BYTES + points_per_series * BYTES_PER_POINT)
 
-    def __init__(self, *, points_per_series: int = 512, max_series: int = 10_000) -> None:
+
+class SignalStore:
+    """Ring buffers of samples per series, bounded in points, in series and per source."""
+
+    def __init__(
+        self,
+        *,
+        points_per_series: int = 512,
+        max_series: int = 10_000,
+        max_series_per_source: int | None = None,
+        forget_after_s: float = math.inf,
+    ) -> None:
         if points_per_series < 2 or max_series < 1:
             message = "a store needs at least 2 points per series and 1 series"
             raise ValueError(message)
         self._points_per_series = points_per_series
         self._max_series = max_series
-        self._series: dict[SeriesKey, deque[Point]] = {}
+        self._per_source = min(max_series_per_source or max_series, max_series)
+        self._forget_after_s = forget_after_s
+        self._series: dict[SeriesKey, SeriesRing] = {}
         self._by_name: dict[str, set[SeriesKey]] = {}
-        self._source_of: dict[SeriesKey, str] = {}
+        # Each source's series, least recently updated first.
+        self._by_source: dict[str, OrderedDict[SeriesKey, None]] = {}
+        self._quota_reached: set[str] = set()
         self.dropped_samples = 0
+        self.evicted_series = 0
+
+    @property
+    def memory_budget_bytes(self) -> int:
+        """The most memory this store holds, at its bounds."""
+        return memory_budget_bytes(self._max_series, self._points_per_series)
 
     def add(self, samples: Iterable[Sample]) -> None:
         """Append samples; a sample older than its series' newest point is ignored."""
+        series, by_source = self._series, self._by_source
+        newest: dict[str, float] = {}
         for sample in samples:
-            points = self._series.get(sample.key)
-            if points is None:
-                if len(self._series) >= self._max_series:
+            key, at = sample.key, sample.at
+            ring = series.get(key)
+            if ring is None:
+                ring = self._admit(key, sample.source)
+                if ring is None:
                     self.dropped_samples += 1
                     continue
-                points = deque(maxlen=self._points_per_series)
-                self._series[sample.key] = points
-                self._by_name.setdefault(sample.key.name, set()).add(sample.key)
-                self._source_of[sample.key] = sample.source
-            if points and sample.at < points[-1][0]:
-                continue  # out of order: time only moves forward in a series
-            points.append((sample.at, sample.value))
+            if not ring.append(at, sample.value):
+                continue  # out of order
+            source = ring.source
+            by_source[source].move_to_end(key)
+            if at > newest.get(source, -math.inf):
+                newest[source] = at
+        for source, at in newest.items():
+            self._forget_older(source, at - self._forget_after_s)
+
+    def _admit(self, key: SeriesKey, source: str) -> SeriesRing | None:
+        """A new ring for ``key`` if its source may hold one more series, else None."""
+        if len(key.labels) > MAX_KEY_LABELS or _key_chars(key) > MAX_KEY_CHARS:
+            return None
+        mine = self._by_source.setdefault(source, OrderedDict())
+        if len(mine) >= self._per_source:
+            self._note_quota(source, "its quota, max_series_per_source", self._per_source)
+            return None
+        if len(self._series) >= self._max_series:
+            largest = max(self._by_source.values(), key=len)
+            if len(largest) <= len(mine) + 1:
+                self._note_quota(source, "the store's bound, max_series", self._max_series)
+                return None
+            self._evict(next(iter(largest)))
+        ring = SeriesRing(self._points_per_series, source)
+        self._series[key] = ring
+        self._by_name.setdefault(key.name, set()).add(key)
+        mine[key] = None
+        return ring
+
+    def _note_quota(self, source: str, bound: str, size: int) -> None:
+        if source not in self._quota_reached:
+            self._quota_reached.add(source)
+            log.warning(
+                "a source reached a series bound: samples of its further new series are dropped",
+                extra={"source": source, "bound": bound, "series": size},
+            )
+
+    def _forget_older(self, source: str, before: float) -> None:
+        """Forget ``source``'s series whose newest point is older than ``before``."""
+        series = self._by_source.get(source)
+        while series:
+            key = next(iter(series))
+            if self._series[key].newest_at >= before:
+                return
+            self._evict(key)
+
+    def _evict(self, key: SeriesKey) -> None:
+        self.evicted_series += 1
+        self.forget(key)
 
     def names(self) -> list[str]:
         """Names of every series held."""
@@ -83,12 +180,13 @@ class SignalStore:
 
     def source_of(self, key: SeriesKey) -> str | None:
         """The source that first reported ``key``."""
-        return self._source_of.get(key)
+        ring = self._series.get(key)
+        return ring.source if ring is not None else None
 
     def latest(self, key: SeriesKey) -> Point | None:
         """The newest point of ``key``, or None."""
-        points = self._series.get(key)
-        return points[-1] if points else None
+        ring = self._series.get(key)
+        return ring.newest() if ring is not None else None
 
     def reading(self, key: SeriesKey, now: float, max_age_s: float) -> Reading:
         """The newest value of ``key`` if it is at most ``max_age_s`` old; else why not."""
@@ -102,9 +200,16 @@ class SignalStore:
 
     def forget(self, key: SeriesKey) -> None:
         """Drop a series, e.g. one a restarted server no longer exposes."""
-        if self._series.pop(key, None) is not None:
+        ring = self._series.pop(key, None)
+        if ring is not None:
             self._by_name[key.name].discard(key)
-            self._source_of.pop(key, None)
+            if not self._by_name[key.name]:
+                del self._by_name[key.name]
+            self._by_source[ring.source].pop(key, None)
+
+    def series_of(self, source: str) -> int:
+        """Number of series ``source`` holds."""
+        return len(self._by_source.get(source, ()))
 
     @property
     def series_count(self) -> int:
@@ -115,3 +220,7 @@ class SignalStore:
     def point_count(self) -> int:
         """Number of points held across all series."""
         return sum(len(points) for points in self._series.values())
+
+
+def _key_chars(key: SeriesKey) -> int:
+    return len(key.name) + sum(len(label) + len(value) for label, value in key.labels)

@@ -18,6 +18,11 @@ What the mapping honours:
   counted: an unknown value must never pass for a measured one.
 * Data parallel: see :func:`parse_vllm_metrics`.
 
+A page beyond its target's :class:`~daemon.sources.metric_pages.PageLimits` (too many
+samples, a label with too many distinct values) is refused too, and a page within them is
+parsed in slices (:func:`parse_vllm_metrics_gently`), so a huge page never holds the event
+loop for long.
+
 A page the parser rejects fails as a whole, as a Prometheus scrape does: half a page read as
 if it were the whole would make absent series look like zeros. A page that shows one series
 twice (same name, same labels) is rejected too, as Prometheus rejects it ("duplicate sample
@@ -27,8 +32,9 @@ would let a broken exporter (or two behind one address) drive the governor.
 
 from __future__ import annotations
 
+import asyncio
 import math
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -36,6 +42,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from daemon.core.errors import MetricsParseError
+from daemon.sources.metric_pages import PageLimits, check_labels, check_sample_count, page_slices
 from daemon.sources.samples import Labels, Sample, SeriesKey
 from daemon.sources.vllm_vocabulary import (
     BY_NAME,
@@ -161,6 +168,8 @@ def _info_value(labels: dict[str, str], label: str) -> float | None:
 
 
 _Keys = tuple[SeriesKey, SeriesKey | None]
+# The labels an info family's series keeps: the rest are the settings it reports.
+_INFO_IDENTITY = ("engine", "model_name")
 
 
 @lru_cache(maxsize=4096)
@@ -174,7 +183,7 @@ def _series_keys(series: str, label_items: Labels, instance: str, info: bool) ->
     kept = dict(label_items)
     if info:
         # An info family's other labels are the settings themselves; keep only identity.
-        kept = {key: kept[key] for key in ("engine", "model_name") if key in kept}
+        kept = {key: kept[key] for key in _INFO_IDENTITY if key in kept}
     elif "le" in kept:
         bound = _canonical_le(kept["le"])
         if bound is None:
@@ -193,6 +202,9 @@ class _Gathered:
     """Mutable scratch state of one parse; never leaves this module."""
 
     instance: str
+    limits: PageLimits = field(default_factory=PageLimits)
+    # label name -> distinct values among the samples read, against limits.max_label_values
+    label_values: dict[str, set[str]] = field(default_factory=dict)
     # signal name -> family rank -> series -> (value, key of its aggregate or None)
     values: dict[str, dict[int, dict[SeriesKey, tuple[float, SeriesKey | None]]]] = field(
         default_factory=dict
@@ -217,6 +229,12 @@ class _Gathered:
             return
         if name.startswith("vllm_"):
             self.underscore = True
+        if routes[0].signal.kind is Kind.INFO:
+            # An info family's labels are settings, not identity: only its identity is kept.
+            identity = {key: labels[key] for key in _INFO_IDENTITY if key in labels}
+            check_labels(identity, self.label_values, self.limits, self.instance, name)
+        else:
+            check_labels(labels, self.label_values, self.limits, self.instance, name)
         engine = labels.get("engine")
         if engine is not None:
             self.engines.add(engine)
@@ -294,8 +312,15 @@ def _families(text: str) -> Iterator[Metric]:
         yield family
 
 
-def parse_vllm_metrics(text: str, *, instance: str, at: float, source: str) -> VllmScrape:
-    """Parse a vLLM ``/metrics`` page into canonical samples.
+def parse_vllm_metrics(
+    text: str,
+    *,
+    instance: str,
+    at: float,
+    source: str,
+    limits: PageLimits | None = None,
+) -> VllmScrape:
+    """Parse a vLLM ``/metrics`` page into canonical samples, in one go.
 
     Every sample gets the label ``instance=<instance>`` and keeps vLLM's labels. On a
     data-parallel server (series labelled ``engine``) each series yields its per-engine sample
@@ -311,18 +336,54 @@ def parse_vllm_metrics(text: str, *, instance: str, at: float, source: str) -> V
         instance: Name of the configured vLLM instance (label ``instance``).
         at: Loop-clock time of the scrape, stamped on every sample.
         source: Name of the source (``vllm/main``), stamped on every sample.
+        limits: What the page may hold (default: :class:`PageLimits`' defaults).
 
     Returns:
         The canonical samples and diagnostics about the page.
 
     Raises:
         MetricsParseError: The text is not a Prometheus text page, holds no ``vllm:``
-            metrics at all, or shows one series twice.
+            metrics at all, shows one series twice, or is beyond ``limits``.
     """
-    gathered = _Gathered(instance)
-    for family in _families(text):
-        for sample in family.samples:
-            gathered.add(sample.name, sample.labels, float(sample.value))
+    steps = _parse_in_steps(text, instance, at, source, limits or PageLimits())
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            scrape: VllmScrape = done.value
+            return scrape
+
+
+async def parse_vllm_metrics_gently(
+    text: str, *, instance: str, at: float, source: str, limits: PageLimits
+) -> VllmScrape:
+    """:func:`parse_vllm_metrics`, a slice of the page at a time, yielding the loop in between.
+
+    The result is the same; a slice costs a few milliseconds, so other tasks (other targets'
+    scrapes, the control socket, the watchdog) never wait long. Cancelling it (the poll's
+    deadline) stops the parse at the next slice.
+    """
+    steps = _parse_in_steps(text, instance, at, source, limits)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            scrape: VllmScrape = done.value
+            return scrape
+        await asyncio.sleep(0)
+
+
+def _parse_in_steps(
+    text: str, instance: str, at: float, source: str, limits: PageLimits
+) -> Generator[None, None, VllmScrape]:
+    """The parse as a generator that pauses after each slice of the page."""
+    check_sample_count(text, limits, instance)
+    gathered = _Gathered(instance, limits)
+    for piece in page_slices(text):
+        for family in _families(piece):
+            for sample in family.samples:
+                gathered.add(sample.name, sample.labels, float(sample.value))
+        yield
     if not gathered.saw_vllm:
         message = (
             f"no vllm:* metrics on the page of {instance}: is --disable-log-stats set,"

@@ -4,6 +4,10 @@ States, as an operator reads them: a refused connection is ``starting`` (vLLM re
 its engine is built, which takes minutes, so it is not "dead"); a 503 on ``/health`` is
 ``unhealthy`` (the engine died); anything else that answers is up. ``/health`` is shallow (200
 even when the scheduler is stuck), so policies should also look at the metrics themselves.
+
+A page beyond the target's :class:`PageLimits` fails the poll (the source shows as down, with
+the reason); within them it is parsed a slice at a time, so one target's huge page never holds
+the event loop that every other target, the control socket and the watchdog share.
 """
 
 from __future__ import annotations
@@ -15,23 +19,34 @@ from daemon.core.errors import MetricsParseError, SourceUnavailable
 from daemon.core.http_client import HttpResponse
 from daemon.sources.catalogue import catalogue_declarations
 from daemon.sources.http_get import http_get
+from daemon.sources.metric_pages import PageLimits
 from daemon.sources.polling import PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
-from daemon.sources.vllm_metrics import parse_vllm_metrics
+from daemon.sources.vllm_metrics import parse_vllm_metrics_gently
 
 # What policies read of each vLLM server, per target (see daemon.sources.catalogue).
 DECLARATIONS = catalogue_declarations("vllm")
+# /health and /version answer a few bytes; more is not a vLLM.
+SMALL_ANSWER_BYTES = 64 << 10
 
 
 class VllmSource:
     """Polls one vLLM server."""
 
-    def __init__(self, instance: str, base_url: str, interval_s: float, timeout_s: float) -> None:
+    def __init__(
+        self,
+        instance: str,
+        base_url: str,
+        interval_s: float,
+        timeout_s: float,
+        limits: PageLimits | None = None,
+    ) -> None:
         self.instance = instance
         self.name = f"vllm/{instance}"
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self._base_url = base_url.rstrip("/")
+        self._limits = limits or PageLimits()
         self.version: str | None = None
 
     async def __aenter__(self) -> Self:
@@ -49,18 +64,19 @@ class VllmSource:
         engine is busy (seen: 5.7 s), and the metrics must not be lost to that. A health check
         that takes longer says nothing this time (no sample), never "unhealthy".
         """
-        metrics = await self._get("/metrics", "starting", self.timeout_s)
+        metrics = await self._get("/metrics", "starting", self.timeout_s, self._limits.max_bytes)
         healthy = await self._healthy()
         if self.version is None:
             self.version = await self._read_version()
         if metrics.status != 200:
             message = f"{self._base_url}/metrics answered HTTP {metrics.status}"
             raise MetricsParseError(message, detail="no-metrics")
-        scrape = parse_vllm_metrics(
+        scrape = await parse_vllm_metrics_gently(
             metrics.body.decode("utf-8", errors="replace"),
             instance=self.instance,
             at=now,
             source=self.name,
+            limits=self._limits,
         )
         labels = labels_of({"instance": self.instance})
         extra = []
@@ -89,9 +105,15 @@ class VllmSource:
             return None
         return health.status == 200
 
-    async def _get(self, path: str, refused_detail: str, timeout_s: float) -> HttpResponse:
+    async def _get(
+        self,
+        path: str,
+        refused_detail: str,
+        timeout_s: float,
+        max_bytes: int = SMALL_ANSWER_BYTES,
+    ) -> HttpResponse:
         try:
-            answer = await http_get(self._base_url + path, timeout_s)
+            answer = await http_get(self._base_url + path, timeout_s, max_bytes)
         except SourceUnavailable as exc:
             if exc.detail == "refused":
                 self.version = None  # whatever comes back may be another version

@@ -180,3 +180,20 @@ class HostileServer:
                 self.in_flight -= 1
                 self._open.discard(conn)
             conn.close()
+
+
+def cardinality_bomb(page: bytes, series: int, *, offset: int = 0, pad: int = 0) -> bytes:
+    """``page`` followed by ``series`` samples of a known vLLM gauge, each with its own label value.
+
+    Every line is a distinct series of ``vllm:num_requests_running`` (label ``bomb``), the shape
+    of an exporter that put a request id into a label; ``offset`` shifts the values, so that a
+    server changing it between scrapes shows series that stop appearing, and ``pad`` makes each
+    value that many characters longer.
+    """
+    padding = b"x" * pad
+    lines = (
+        b'vllm:num_requests_running{model_name="bomb",bomb="v%010d%s"} 1.0\n'
+        % (offset + index, padding)
+        for index in range(series)
+    )
+    return page + b"".join(lines)

@@ -166,7 +166,7 @@ def test_the_example_config_sets_and_documents_every_field() -> None:
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "b"\nurl = "http://x"\nstale_after = 3\n',
-            ":7:1: vllm.1.stale_after: unknown key (did you mean 'stale_after_s'? allowed here: config_path, drain, env_file, gate, knobs, mode, name, python, ready_timeout_s, restart_command, restart_hourly_budget, restart_min_interval_s, restart_timeout_s, scrape_interval_s, scrape_timeout_s, server_log_command, server_log_file, stale_after_s, unit, url, verify_max_error_rate_increase, verify_max_preemption_rate_increase, verify_max_ttft_p95_ratio, verify_window_s)",
+            ":7:1: vllm.1.stale_after: unknown key (did you mean 'stale_after_s'? allowed here: config_path, drain, env_file, gate, knobs, max_label_values, max_page_bytes, max_page_samples, mode, name, python, ready_timeout_s, restart_command, restart_hourly_budget, restart_min_interval_s, restart_timeout_s, scrape_interval_s, scrape_timeout_s, server_log_command, server_log_file, stale_after_s, unit, url, verify_max_error_rate_increase, verify_max_preemption_rate_increase, verify_max_ttft_p95_ratio, verify_window_s)",
         ),
         (
             '[[vllm]]\nname = "a"\nurl = "http://x"\n[[vllm]]\nname = "a"\nurl = "http://y"\n',

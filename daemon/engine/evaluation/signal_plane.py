@@ -24,6 +24,7 @@ from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.gate_source import gate_source
 from daemon.sources.health import HealthBoard
 from daemon.sources.host_source import HostSource
+from daemon.sources.metric_pages import PageLimits
 from daemon.sources.nvml_presence import nvml_library_missing
 from daemon.sources.polling import PollingRunner, PollingSource
 from daemon.sources.samples import SeriesKey
@@ -62,9 +63,21 @@ class SignalPlane:
         secrets: GovernorSecrets | None = None,
     ) -> None:
         self._clock = clock
+        bounds = config.signals
         self.store = SignalStore(
-            points_per_series=config.signals.points_per_series,
-            max_series=config.signals.max_series,
+            points_per_series=bounds.points_per_series,
+            max_series=bounds.max_series,
+            max_series_per_source=bounds.max_series_per_source,
+            forget_after_s=bounds.forget_after_s,
+        )
+        log.info(
+            "signal store bounded",
+            extra={
+                "max_series": bounds.max_series,
+                "max_series_per_source": bounds.max_series_per_source,
+                "points_per_series": bounds.points_per_series,
+                "memory_budget_mib": round(self.store.memory_budget_bytes / 2**20, 1),
+            },
         )
         self.health = HealthBoard()
         self._sources, self._stale_after = _polling_sources(config)
@@ -177,8 +190,17 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
     sources: list[PollingSource] = []
     stale_after: dict[str, float] = {}
     for instance in config.vllm:
+        limits = PageLimits(
+            max_bytes=instance.max_page_bytes,
+            max_samples=instance.max_page_samples,
+            max_label_values=instance.max_label_values,
+        )
         vllm = VllmSource(
-            instance.name, instance.url, instance.scrape_interval_s, instance.scrape_timeout_s
+            instance.name,
+            instance.url,
+            instance.scrape_interval_s,
+            instance.scrape_timeout_s,
+            limits,
         )
         sources.append(vllm)
         stale_after[vllm.name] = instance.stale_after_s
@@ -237,8 +259,13 @@ def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _Sourc
     ).set_function(lambda: store.series_count)
     Gauge(
         "vllm_governor_signal_samples_dropped",
-        "Samples dropped by the store's series cap.",
+        "Samples dropped by the store's bounds: a source's quota, the store's, a key too large.",
         registry=registry,
     ).set_function(lambda: store.dropped_samples)
+    Gauge(
+        "vllm_governor_signal_series_evicted",
+        "Series forgotten: absent for signals.forget_after_s, or making room for a smaller source.",
+        registry=registry,
+    ).set_function(lambda: store.evicted_series)
 
     return _SourceMetrics(polls, up)
