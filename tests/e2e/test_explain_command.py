@@ -57,7 +57,8 @@ def test_without_a_daemon_it_collects_and_explains_a_fresh_start(short_tmp: Path
     lines = result.stdout.splitlines()
     assert lines[:4] == [
         "busy: The fixture server runs 12 requests.",
-        "  (no daemon: a governor started now, on 1.5 s of signals collected here)",
+        "  (no daemon: a governor started now, on 1.5 s of signals collected here, which its "
+        "rates and quantiles cover)",
         "  target main: inactive -> pending",
         "    when: running > 10.0  (for 120 s)",
     ]

@@ -10,6 +10,7 @@ from typing import Any
 
 from tests.support.daemon import running_daemon, write_config
 from tests.support.fixture_exporter import FixtureExporter, Script
+from tests.support.sim_serve import sim_serve
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
 REQUIRED = {"running", "waiting", "kv_usage", "preemptions_per_s", "ttft_p95_s", "tpot_p95_s",
@@ -144,3 +145,38 @@ def test_the_table_from_the_running_daemon(short_tmp: Path) -> None:
     assert (result.returncode, result.stderr) == (0, "")
     assert "TARGET  SOURCE     SIGNAL" in result.stdout
     assert any(" kv_usage " in line and "81.25 %" in line for line in result.stdout.splitlines())
+
+
+# Short requests at a steady rate: each scrape finds tokens generated and first tokens timed.
+STEADY_LOAD = """\
+name: steady
+duration_s: 600
+seed: 5
+arrivals: {rate_rps: 8}
+prompt_tokens: {median: 100, p90: 200, max: 400}
+output_tokens: {median: 20, p90: 40, max: 80}
+"""
+
+
+def test_without_a_daemon_rates_and_quantiles_cover_what_was_collected(short_tmp: Path) -> None:
+    """Issue 15, finding 11: the defaults (5 s of scrapes every 2 s) against a 60 s window.
+
+    Before, every rate and quantile was no_data: they were computed over the collection's
+    length from its end, which leaves out its first scrape (the window is open on the left).
+    """
+    with sim_serve(short_tmp, "max-num-seqs: 8\n", load=STEADY_LOAD) as sim:
+        extra = (
+            f'[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:{sim.port}"\n'
+            "[sources.nvml]\nenabled = false\n[sources.host]\nenabled = false\n"
+        )
+        config = write_config(short_tmp, extra=extra)
+        answer = _signals(config)
+        table = _table(config)
+    main = _check_contract(answer)
+    assert main["gen_tokens_per_s"]["state"] == "ok"
+    assert main["gen_tokens_per_s"]["value"] > 0
+    assert main["ttft_p95_s"]["state"] == "ok"
+    assert answer["window_s"] >= 5.0  # the span collected, said in the answer
+    assert table.returncode == 0, table.stderr
+    [note] = [line for line in table.stdout.splitlines() if "rates and quantiles" in line]
+    assert "s collected here, not signals.window_s (60 s)" in note

@@ -115,16 +115,17 @@ def _without_daemon(config: GovernorConfig, args: argparse.Namespace) -> dict[st
         return {"error": f"no policy named {args.policy!r} (loaded: {known}{broken}){hint}"}
     print(f"no daemon running; collecting for {args.window:g} s", file=sys.stderr)
     clock = SystemClock()
-    rows, _ = asyncio.run(collect_once(config, clock, args.window))
+    look = asyncio.run(collect_once(config, clock, args.window))
     reader = KnobReader()
     knobs = {
         instance.name: reader.read(instance)
         for instance in config.vllm
         if instance.config_path is not None
     }
-    views = target_views(rows, config.target_names(), knobs, signals)
+    views = target_views(look.rows, config.target_names(), knobs, signals)
     answer = explain_policy(spec, {}, views, clock.monotonic(), clock.wall())
     answer["collected_for_s"] = args.window
+    answer["window_s"] = round(look.window_s, 2)  # what its rates and quantiles cover
     return answer
 
 
@@ -134,7 +135,7 @@ def render(answer: dict[str, Any]) -> list[str]:
     if "collected_for_s" in answer:
         lines.append(
             f"  (no daemon: a governor started now, on {answer['collected_for_s']:g} s of "
-            "signals collected here)"
+            "signals collected here, which its rates and quantiles cover)"
         )
     for target, view in answer["targets"].items():
         lines.append(f"  target {target}: {view['phase']} -> {view['next_phase']}")

@@ -1,7 +1,9 @@
 """``vllm-governor signals``: what the governor sees, with the age and state of every value.
 
 From the running daemon when there is one; otherwise from a one-off collection of the
-configured sources over ``--window`` seconds.
+configured sources over ``--window`` seconds, whose rates and quantiles cover the span collected
+(the daemon's ``signals.window_s`` is far longer than a few seconds of scrapes): the output says
+which window it used, as a note in the table and as ``window_s`` in the JSON.
 """
 
 from __future__ import annotations
@@ -36,13 +38,17 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Print the state of each source, then every signal in a table grouped by "
         "target and source: value in its unit, age, and state (ok, stale, no_data). Asks "
         "the running daemon; without one, collects from the configured sources for --window "
-        "seconds.",
+        "seconds and computes rates and quantiles over what it collected.",
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
     parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
     parser.add_argument("--prefix", default="", help="only signals whose name starts with this")
     parser.add_argument(
-        "--window", type=float, default=5.0, help="seconds of one-off collection (default 5)"
+        "--window",
+        type=float,
+        default=5.0,
+        help="seconds of one-off collection without a daemon, which rates and quantiles then "
+        "cover (default 5)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(main=main)
@@ -63,12 +69,14 @@ def main(args: argparse.Namespace) -> int:
     except DaemonNotRunningError:
         print(f"no daemon running; collecting for {args.window:g} s", file=sys.stderr)
         with records_kept() as records:
-            rows, sources = asyncio.run(collect_once(config, SystemClock(), args.window))
+            look = asyncio.run(collect_once(config, SystemClock(), args.window))
         # A source's state and error are in the table already; other warnings become notes.
         notes = [describe(r) for r in records if not r.name.startswith(_SOURCE_HEALTH)]
+        notes.insert(0, _window_note(look.window_s, config.signals.window_s))
         answer = {
-            "signals": [row.as_json() for row in rows if row.name.startswith(args.prefix)],
-            "sources": sources,
+            "signals": [row.as_json() for row in look.rows if row.name.startswith(args.prefix)],
+            "sources": look.sources,
+            "window_s": round(look.window_s, 2),
         }
     except ControlError as exc:
         print(f"vllm-governor: {exc}", file=sys.stderr)
@@ -80,6 +88,13 @@ def main(args: argparse.Namespace) -> int:
     else:
         print("\n".join(table_lines(answer, signal_units(config), notes)))
     return EXIT_OK
+
+
+def _window_note(used_s: float, configured_s: float) -> str:
+    return (
+        f"no daemon: rates and quantiles cover the {used_s:.1f} s collected here, not "
+        f"signals.window_s ({configured_s:g} s); --window collects longer"
+    )
 
 
 def _ask_daemon(config: GovernorConfig, args: argparse.Namespace) -> dict[str, Any]:
