@@ -47,8 +47,8 @@ def call_daemon_paged(socket_path: Path, command: str, rows: str, **args: Any) -
     """A paged command's whole answer: every page's ``rows`` in order, with the last page's rest.
 
     The daemon answers a long list a page at a time (see
-    :func:`daemon.core.control_protocol.page_of`); each page is computed afresh, so a row that
-    appeared or went between two pages may be missing or shown twice.
+    :func:`daemon.core.control_protocol.page_of`), each page from the snapshot its first page
+    took (:mod:`daemon.engine.runtime.paged_replies`), so the pages add up to one moment's list.
 
     Raises:
         DaemonNotRunningError: nothing listens on ``socket_path``.
@@ -56,13 +56,15 @@ def call_daemon_paged(socket_path: Path, command: str, rows: str, **args: Any) -
     """
     gathered: list[Any] = []
     offset: int | None = 0
+    snapshot: str | None = None
     answer: dict[str, Any] = {}
     while offset is not None:
-        answer = call_daemon(socket_path, command, offset=offset, **args)
+        answer = call_daemon(socket_path, command, offset=offset, snapshot=snapshot, **args)
         gathered.extend(answer[rows])
-        offset = answer.get("next_offset")
+        offset, snapshot = answer.get("next_offset"), answer.get("snapshot")
     answer[rows] = gathered
     answer.pop("next_offset", None)
+    answer.pop("snapshot", None)
     return answer
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
-from daemon.core.control_protocol import ControlRequest, offset_of, page_of
+from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freezes import freeze_reason, freezes_in_force
 from daemon.core.gate_actuation import GateActuatorFactory
@@ -49,6 +49,7 @@ from daemon.engine.runtime.own_metrics import (
     create_own_metrics,
     serve_metrics,
 )
+from daemon.engine.runtime.paged_replies import PagedReplies
 from daemon.engine.runtime.service_manager import ServiceManager
 from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
 from daemon.engine.storage.state_db import STATE_FILE
@@ -91,6 +92,7 @@ class Governor:
         # The composition root: each stage gets its collaborators here, in its constructor, in
         # the order they depend on each other; nothing is linked afterwards.
         self._signals = SignalPlane(loaded.config, clock, registry, secrets=secrets)
+        self._signal_pages = PagedReplies(clock)
         self._ledger = PolicyLedger(StateStore(state_path), clock)
         self._actuation = ActuationPlane(
             config,
@@ -441,12 +443,14 @@ class Governor:
         if not isinstance(prefix, str):
             message = "'prefix' must be a string"
             raise ControlError(message)
-        rows = [row.as_json() for row in self._signals.rows(prefix)]
-        page, next_offset = page_of(rows, offset_of(request.args))
+        page = self._signal_pages.page(
+            request.args, lambda: [row.as_json() for row in self._signals.rows(prefix)]
+        )
         return {
-            "signals": page,
+            "signals": page.rows,
             "sources": self._signals.source_status(),
-            "next_offset": next_offset,
+            "next_offset": page.next_offset,
+            "snapshot": page.snapshot,
         }
 
 
