@@ -81,22 +81,21 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     work.mkdir()
     _checked([uv, "build", "--offline", "--quiet", "--out-dir", dist, REPO], env, root)
     (wheel,) = dist.glob("*.whl")
-    requirements = root / "requirements.txt"
+    python = venv / "bin" / "python"
+    # uv.lock's versions, as the systemd install does it (uv sync --frozen --no-dev), into a
+    # new environment here, without the project (installed from the wheel next). uv sync reads
+    # the lock's own URLs, so it needs only the wheels in uv's cache; a resolution (uv pip
+    # install -r of an export) would also need the registry's index, which a fresh machine's
+    # cache does not hold. uv pip check then proves the wheel's requirements met by the lock's.
     _checked(
-        [uv, "export", "--frozen", "--offline", "--quiet", "--project", REPO, "--no-dev",
-         "--no-emit-project", "--no-hashes", "--output-file", requirements],
+        [uv, "sync", "--frozen", "--offline", "--quiet", "--no-dev", "--no-install-project",
+         "--project", REPO, "--python", sys.executable],
+        env | {"UV_PROJECT_ENVIRONMENT": str(venv)}, root,
+    )  # fmt: skip
+    _checked(
+        [uv, "pip", "install", "--offline", "--quiet", "--no-deps", "--python", python, wheel],
         env, root,
     )  # fmt: skip
-    # The lock's list is complete, so sync installs exactly it and the wheel, resolving
-    # nothing (a resolution would need the registry's index, which offline it does not have);
-    # check then proves that the wheel's own requirements are met by what the lock gave.
-    with requirements.open("a") as listing:
-        listing.write(f"{wheel}\n")
-    python = venv / "bin" / "python"
-    _checked([uv, "venv", "--quiet", "--python", sys.executable, venv], env, root)
-    _checked(
-        [uv, "pip", "sync", "--offline", "--quiet", "--python", python, requirements], env, root
-    )
     _checked([uv, "pip", "check", "--offline", "--quiet", "--python", python], env, root)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     return Installed(wheel, venv, work, env)
