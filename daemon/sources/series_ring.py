@@ -64,3 +64,24 @@ class SeriesRing:
         for step in range(count):
             index = (self._head + step) % count
             yield data[2 * index], data[2 * index + 1]
+
+    def since(self, at: float) -> list[tuple[float, float]]:
+        """The points observed at or after ``at``, oldest first.
+
+        Times never go back within a series, so the first such point is found by bisection
+        and only the window is copied: a window of seconds over a ring of hundreds of points
+        (every rate and quantile, every tick) costs its own length, not the ring's.
+        """
+        data, count, head = self._data, len(self), self._head
+        low, high = 0, count
+        while low < high:
+            middle = (low + high) // 2
+            if data[2 * ((head + middle) % count)] < at:
+                low = middle + 1
+            else:
+                high = middle
+        points = []
+        for step in range(low, count):
+            index = (head + step) % count
+            points.append((data[2 * index], data[2 * index + 1]))
+        return points

@@ -176,7 +176,8 @@ class SignalStore:
 
     def points(self, key: SeriesKey, since: float = float("-inf")) -> list[Point]:
         """Points of ``key`` observed at or after ``since``, oldest first."""
-        return [point for point in self._series.get(key, ()) if point[0] >= since]
+        ring = self._series.get(key)
+        return [] if ring is None else ring.since(since)
 
     def source_of(self, key: SeriesKey) -> str | None:
         """The source that first reported ``key``."""
