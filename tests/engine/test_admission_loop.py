@@ -76,11 +76,14 @@ class World:
     specs: list[PolicySpec] = field(default_factory=list)
     states: dict[tuple[str, str], PolicyState] = field(default_factory=dict)
 
-    def rows(self, _window_s: float) -> Sequence[SignalRow]:
+    def rows(self, _window_s: float, only: frozenset[str]) -> Sequence[SignalRow]:
+        """What the signal plane would give: the signals asked for, nothing else."""
         gate = {"gate_cap": float(self.gate.cap), "gate_in_flight": self.in_flight}
         values = {**gate, "gate_queue": self.queued, **self.vllm}
         rows = []
         for name, value in values.items():
+            if name not in only:
+                continue
             ok = self.fresh or not name.startswith("gate_")
             state, shown = (OK, value) if ok else (NO_DATA, None)
             rows.append(SignalRow(name, "main", {}, shown, "test", 0.0, state))

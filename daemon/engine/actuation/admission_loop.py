@@ -62,6 +62,7 @@ log = logging.getLogger(__name__)
 
 TICK_S = 0.5  # how often the loop looks; each policy steps at its own interval_s
 WINDOW_S = 10.0  # the window of the rates and quantiles the controllers read
+CAP_ONLY = frozenset({"gate_cap"})  # what an unsteered gate's look reads
 RESTORE = "restore"  # the "policy" of a change that opens the gate back to max-num-seqs
 CLAMP = "clamp"  # the "policy" of a change that brings a cap down to max-num-seqs
 
@@ -113,7 +114,7 @@ class AdmissionLoop:
         config: Callable[[], GovernorConfig],
         specs: Callable[[], Sequence[PolicySpec]],
         states: Callable[[], Mapping[StateKey, PolicyState]],
-        rows: Callable[[float], Sequence[SignalRow]],
+        rows: Callable[[float, frozenset[str]], Sequence[SignalRow]],
         knobs: Callable[[], Mapping[str, Mapping[str, float]]],
         gates: Mapping[str, GateRuntime],
         actuator: GateActuator,
@@ -157,7 +158,10 @@ class AdmissionLoop:
         instances = {i.name: i for i in self._config().vllm if i.name in self._gates}
         if not instances:
             return
-        rows = self._rows(WINDOW_S)
+        # Quantiles are the costly part of a view: only a steered gate needs them; the others
+        # need their cap alone (to clamp it to max-num-seqs, or open it back).
+        steered = any(self._steering_spec(name) is not None for name in instances)
+        rows = self._rows(WINDOW_S, SIGNALS_READ if steered else CAP_ONLY)
         knobs = self._knobs()
         views = target_views(rows, list(instances), knobs)
         for name, instance in instances.items():
@@ -328,7 +332,7 @@ def admission_loop(
         config=config,
         specs=lambda: policies.policies.specs,
         states=states,
-        rows=lambda window_s: signals.rows(window_s=window_s, only=SIGNALS_READ),
+        rows=lambda window_s, only: signals.rows(window_s=window_s, only=only),
         knobs=actuation.knobs,
         gates=gates,
         actuator=factory(journal, clock, state_dir),
