@@ -20,10 +20,11 @@ from typing import Any
 from daemon.whatif.candidates import Setting
 from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.errors import WhatIfError
-from daemon.whatif.prediction import Prediction, Slo, predict
+from daemon.whatif.prediction import Prediction, Slo, predict, repriced, settings_of
 from daemon.whatif.profile_check import ProfileCheck, check_profile
 from daemon.whatif.summary import WorkloadSummary
 from daemon.whatif.synthesis import synthesise
+from simulator.arrivals import Arrival
 from simulator.errors import SimulatorError
 from simulator.profiles import EngineProfile, load_profile
 from simulator.settings import EngineSettings, SettingsError
@@ -124,24 +125,7 @@ def plan(request: PlanRequest) -> WhatIfReport:
     profile = _profile(request.profile)
     base = _base_settings(profile, request)
     arrivals = synthesise(request.summary, request.simulated_s, request.seed)
-    notes: list[str] = []
-    predictions: list[Prediction] = []
-    for setting in sorted({*request.candidates, request.current}):
-        try:
-            predictions.append(
-                predict(
-                    profile,
-                    base,
-                    setting,
-                    arrivals,
-                    duration_s=request.simulated_s,
-                    slo=request.slo,
-                    horizon_s=request.horizon_s,
-                    current=setting == request.current,
-                )
-            )
-        except SettingsError as exc:
-            notes.append(f"{setting.label()} left out: vLLM would refuse it ({exc})")
+    predictions, notes = _predictions(profile, base, arrivals, request)
     current = next(p for p in predictions if p.current)
     ranked = sorted(predictions, key=lambda p: (p.objective, p.slo_attainment), reverse=True)
     pick, reason = _pick(ranked[0], current, request.min_gain)
@@ -155,6 +139,51 @@ def plan(request: PlanRequest) -> WhatIfReport:
         notes=tuple(notes),
         cpu_s=time.process_time() - started,
     )
+
+
+def _predictions(
+    profile: EngineProfile, base: EngineSettings, arrivals: list[Arrival], request: PlanRequest
+) -> tuple[list[Prediction], list[str]]:
+    """Every candidate's prediction, and the candidates left out, with why."""
+    notes: list[str] = []
+    predictions: list[Prediction] = []
+    # Per token budget, from the smallest sequence cap up: once a cap never bound (fewer
+    # requests were ever inside), every larger one serves the same, and only its restart's
+    # cost differs; its run is not repeated.
+    unbound: dict[int, Prediction] = {}
+    by_budget = sorted(
+        {*request.candidates, request.current},
+        key=lambda s: (s.max_num_batched_tokens, s.max_num_seqs),
+    )
+    for setting in by_budget:
+        in_force = setting == request.current
+        try:
+            settings_of(base, setting)
+        except SettingsError as exc:
+            notes.append(f"{setting.label()} left out: vLLM would refuse it ({exc})")
+            continue
+        same = unbound.get(setting.max_num_batched_tokens)
+        if same is not None:
+            predictions.append(
+                repriced(
+                    same, setting, profile=profile, horizon_s=request.horizon_s, current=in_force
+                )
+            )
+            continue
+        prediction = predict(
+            profile,
+            base,
+            setting,
+            arrivals,
+            duration_s=request.simulated_s,
+            slo=request.slo,
+            horizon_s=request.horizon_s,
+            current=in_force,
+        )
+        predictions.append(prediction)
+        if prediction.peak_in_engine < setting.max_num_seqs:
+            unbound[setting.max_num_batched_tokens] = prediction
+    return predictions, notes
 
 
 def _profile(name: str) -> EngineProfile:

@@ -14,6 +14,7 @@ and the requests that arrive meanwhile are lost. The objective is the goodput ov
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -53,12 +54,15 @@ class Prediction:
         setting: The candidate.
         current: Whether it is the setting in force.
         requests: Requests in the synthetic workload.
+        arrival_rps: Their rate.
         slo_attainment: Share of them that met the SLO.
         goodput_rps: Requests per second that met it, over the workload's duration.
         goodput_tok_s: Their output tokens per second.
         ttft_p95_s: 95th percentile TTFT of completed requests, or None.
         tpot_p95_s: 95th percentile TPOT of completed requests, or None.
         preemptions: Preemptions over the run.
+        peak_in_engine: Most requests inside the engine (running or waiting) at once: below
+            ``max_num_seqs`` the cap never bound, so any larger cap would have run the same.
         restart_downtime_s: Seconds down to restart into it (0 for the setting in force).
         requests_lost_to_restart: Requests arriving while it is down.
         objective: Goodput over the payback horizon, the restart's loss included.
@@ -67,12 +71,14 @@ class Prediction:
     setting: Setting
     current: bool
     requests: int
+    arrival_rps: float
     slo_attainment: float
     goodput_rps: float
     goodput_tok_s: float
     ttft_p95_s: float | None
     tpot_p95_s: float | None
     preemptions: int
+    peak_in_engine: int
     restart_downtime_s: float
     requests_lost_to_restart: float
     objective: float
@@ -89,6 +95,7 @@ class Prediction:
             "ttft_p95_s": _maybe(self.ttft_p95_s),
             "tpot_p95_s": _maybe(self.tpot_p95_s),
             "preemptions": self.preemptions,
+            "peak_in_engine": self.peak_in_engine,
             "restart_downtime_s": round(self.restart_downtime_s, 2),
             "requests_lost_to_restart": round(self.requests_lost_to_restart, 1),
             "objective_goodput_rps": round(self.objective, 4),
@@ -107,29 +114,74 @@ def predict(
     current: bool,
 ) -> Prediction:
     """Replay ``arrivals`` with ``setting`` over ``base`` (see the module docstring)."""
-    settings = EngineSettings(**{**_fields(base), **setting.as_knobs()})
-    run = VirtualRun(Engine(profile, settings), arrivals)
+    run = VirtualRun(Engine(profile, settings_of(base, setting)), arrivals)
     run.run(duration_s + max(60.0, duration_s / 2))
     good = [record for record in run.finished if slo.met_by(record)]
     completed = [r for r in run.finished if r.outcome is Outcome.COMPLETED]
     requests = len(arrivals)
-    goodput = len(good) / duration_s
-    downtime = 0.0 if current else profile.restart_downtime_s(*_pair(setting))
-    rate = requests / duration_s
-    return Prediction(
+    served = Prediction(
         setting=setting,
-        current=current,
+        current=True,
         requests=requests,
+        arrival_rps=requests / duration_s,
         slo_attainment=len(good) / requests if requests else 0.0,
-        goodput_rps=goodput,
+        goodput_rps=len(good) / duration_s,
         goodput_tok_s=sum(r.output_tokens for r in good) / duration_s,
         ttft_p95_s=percentile([r.ttft_s for r in completed if r.ttft_s is not None], 0.95),
         tpot_p95_s=percentile([r.tpot_s for r in completed if r.tpot_s is not None], 0.95),
         preemptions=run.engine.lifetime_totals(run.now).preemptions,
-        restart_downtime_s=downtime,
-        requests_lost_to_restart=rate * downtime,
-        objective=goodput * max(horizon_s - downtime, 0.0) / horizon_s,
+        peak_in_engine=_peak(arrivals, run.finished),
+        restart_downtime_s=0.0,
+        requests_lost_to_restart=0.0,
+        objective=len(good) / duration_s,
     )
+    return repriced(served, setting, profile=profile, horizon_s=horizon_s, current=current)
+
+
+def repriced(
+    served: Prediction,
+    setting: Setting,
+    *,
+    profile: EngineProfile,
+    horizon_s: float,
+    current: bool,
+) -> Prediction:
+    """``served`` as the prediction of ``setting``: the same service, its own restart's cost.
+
+    For a setting that would have served the workload exactly as ``served`` did (a larger
+    ``max_num_seqs`` where the cap never bound), and for :func:`predict` itself.
+    """
+    downtime = 0.0 if current else profile.restart_downtime_s(*_pair(setting))
+    return dataclasses.replace(
+        served,
+        setting=setting,
+        current=current,
+        restart_downtime_s=downtime,
+        requests_lost_to_restart=served.arrival_rps * downtime,
+        objective=served.goodput_rps * max(horizon_s - downtime, 0.0) / horizon_s,
+    )
+
+
+def settings_of(base: EngineSettings, setting: Setting) -> EngineSettings:
+    """``base`` with the candidate's two knobs.
+
+    Raises:
+        SettingsError: vLLM would refuse the pair.
+    """
+    return EngineSettings(**{**_fields(base), **setting.as_knobs()})
+
+
+def _peak(arrivals: Sequence[Arrival], finished: Sequence[FinishedRequest]) -> int:
+    """Most requests inside the engine at once; the unfinished stay to the end."""
+    events = sorted(
+        [(arrival.arrived_at, 1) for arrival in arrivals]
+        + [(record.finished_at, -1) for record in finished]
+    )
+    inside = peak = 0
+    for _, change in events:
+        inside += change
+        peak = max(peak, inside)
+    return peak
 
 
 def _pair(setting: Setting) -> tuple[int, int]:

@@ -14,8 +14,11 @@ from daemon.core.settings import Envelope
 from daemon.whatif.candidates import Setting, candidate_grid, knob_values
 from daemon.whatif.lognormal_fit import LogNormal
 from daemon.whatif.planning import PlanRequest, plan
-from daemon.whatif.prediction import Slo
+from daemon.whatif.prediction import Slo, predict
 from daemon.whatif.summary import LengthSummary, WorkloadSummary
+from daemon.whatif.synthesis import synthesise
+from simulator.profiles import load_profile
+from simulator.settings import EngineSettings
 from simulator.synthetic_workloads import Z90
 
 PROFILE = "llama-3.1-8b-h100-tp1"
@@ -108,3 +111,32 @@ def test_the_grid_is_the_envelopes_powers_of_two_bounds_and_the_value_in_force()
     grid = candidate_grid(Setting(64, 2048), {"max_num_seqs": envelope})
     assert {s.max_num_batched_tokens for s in grid} == {2048}
     assert Setting(64, 2048) in grid
+
+
+def test_a_larger_cap_that_never_binds_is_priced_not_rerun_and_predicts_the_same() -> None:
+    light = _summary(2.0, (500, 1200), (60, 150))
+    request = PlanRequest(
+        summary=light,
+        profile=PROFILE,
+        current=Setting(256, 4096),
+        candidates=tuple(candidate_grid(Setting(256, 4096), NARROW)),
+        simulated_s=120,
+    )
+    report = plan(request)
+    reused = next(p for p in report.ranked if p.setting == Setting(512, 4096))
+
+    profile = load_profile(PROFILE)
+    base = EngineSettings.defaults(profile, max_num_seqs=256, max_num_batched_tokens=4096)
+    direct = predict(
+        profile,
+        base,
+        Setting(512, 4096),
+        synthesise(light, 120, 0),
+        duration_s=120,
+        slo=Slo(),
+        horizon_s=request.horizon_s,
+        current=False,
+    )
+
+    assert reused.peak_in_engine < 128  # the smallest cap of the grid never bound
+    assert reused == direct
