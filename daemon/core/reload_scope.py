@@ -1,12 +1,14 @@
 """Which settings a reload (SIGHUP) may change, and which only a restart may.
 
-A reload is whole or refused. Some settings are read once, when the daemon starts: the
-sockets it listens on, its state directory, the sources and what they scrape (a server's
-URL, its scrape interval and timeout, its gate), the Slack transport. Applying the rest of a
-new configuration while those stay as they were would leave the governor half on each (the
-actuator restarting a server at a new URL the sources never scrape). So a reload that
-changes any of them is refused as a whole, with every such setting named; everything else
-(envelopes, modes, verification, approvals, logging, policies) applies together.
+A reload is whole or refused. Most of a new configuration applies at once and together:
+envelopes, modes, verification, approvals, logging, policies, and what the sources scrape
+(a server's URL, its scrape interval, timeout, staleness and page bounds; NVML, host and
+Prometheus settings): the signal plane restarts exactly the sources whose settings changed.
+Some settings are read once, when the daemon starts: the sockets it listens on, its state
+directory, the signal store's bounds, the MQTT connection, each server's gate (the admission
+loop's runtime), the Slack transport, and the set of servers itself. Applying the rest of a
+new configuration while one of those stays as it was would leave the governor half on each,
+so a reload that changes any of them is refused as a whole, with every such setting named.
 """
 
 from __future__ import annotations
@@ -17,18 +19,9 @@ from typing import Any
 from daemon.core.settings import GovernorConfig, VllmInstance
 
 # Whole sections read once at start.
-BOOT_SECTIONS = ("control", "metrics", "governor.state_dir", "signals", "sources", "slack")
-# The settings of a [[vllm]] server that its sources read once at start.
-BOOT_SERVER_FIELDS = (
-    "url",
-    "scrape_interval_s",
-    "scrape_timeout_s",
-    "stale_after_s",
-    "gate",
-    "max_page_bytes",
-    "max_page_samples",
-    "max_label_values",
-)
+BOOT_SECTIONS = ("control", "metrics", "governor.state_dir", "signals", "sources.mqtt", "slack")
+# The settings of a [[vllm]] server read once at start (the admission loop's gate runtime).
+BOOT_SERVER_FIELDS = ("gate",)
 
 
 def restart_only_changes(old: GovernorConfig, new: GovernorConfig) -> list[str]:

@@ -337,6 +337,7 @@ class Governor:
             self._reject_reload(ConfigError(list(policy_issues)), via="SIGHUP")
             return
         self._loaded = LoadedConfig(new, path, self._clock.wall())
+        self._signals.reload(new)  # the sources whose settings changed restart
         self._last_reload_error = ""
         logging.getLogger().setLevel(new.logging.level)
         self._metrics.config_reloads.labels(outcome="applied").inc()

@@ -66,6 +66,10 @@ class HealthBoard:
             source, SourceState.DOWN, since, last_success, error, detail
         )
 
+    def forget(self, source: str) -> None:
+        """A source left the configuration: it has no health any more."""
+        self._health.pop(source, None)
+
     def get(self, source: str) -> SourceHealth | None:
         """Health of ``source``, if registered."""
         return self._health.get(source)

@@ -208,6 +208,12 @@ class SignalStore:
                 del self._by_name[key.name]
             self._by_source[ring.source].pop(key, None)
 
+    def forget_source(self, source: str) -> None:
+        """Drop every series of ``source`` (it left the configuration)."""
+        for key in list(self._by_source.get(source, ())):
+            self.forget(key)
+        self._by_source.pop(source, None)
+
     def series_of(self, source: str) -> int:
         """Number of series ``source`` holds."""
         return len(self._by_source.get(source, ()))

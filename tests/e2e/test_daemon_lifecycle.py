@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ import pytest
 from daemon.app.control_client import call_daemon
 from daemon.core.errors import DaemonNotRunningError
 from tests.support.daemon import running_daemon, write_config
+from tests.support.fixture_exporter import FixtureExporter, Script
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
 
 
 def _metrics(config_text: str) -> str:
@@ -89,16 +93,55 @@ def test_sighup_that_changes_a_setting_read_at_start_is_refused_whole(short_tmp:
     with running_daemon(config) as daemon:
         daemon.wait_for("READY=1")
         loaded_at = call_daemon(short_tmp / "control.sock", "status")["config_loaded_at"]
-        # A new URL (its source would keep scraping the old one) and a new log level together.
-        moved = text.replace("127.0.0.1:1", "127.0.0.1:2").replace('"DEBUG"', '"WARNING"')
-        config.write_text(moved)
+        # A gate (the admission loop's runtime, built at start) and a new log level together.
+        gated = text.replace('"DEBUG"', '"WARNING"') + "[vllm.gate]\nenabled = true\n"
+        config.write_text(gated)
         daemon.signal(signal.SIGHUP)
         daemon.wait_for("RELOADING=1")
         assert "reload rejected" in daemon.wait_for("READY=1")
         status = call_daemon(short_tmp / "control.sock", "status")
-        assert f"{config}:0:0: vllm[main].url: read once at start" in status["last_reload_error"]
+        assert f"{config}:0:0: vllm[main].gate: read once at start" in status["last_reload_error"]
         assert status["config_loaded_at"] == loaded_at, "nothing of the reload was applied"
         assert 'vllm_governor_config_reloads_total{outcome="rejected"} 1.0' in _metrics(text)
+
+
+def test_sighup_moves_a_server_to_its_new_url_and_scrapes_it_from_then_on(
+    short_tmp: Path,
+) -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with (
+        FixtureExporter(Script(metrics=page)) as old,
+        FixtureExporter(Script(metrics=page)) as new,
+    ):
+        server = f'[[vllm]]\nname = "main"\nurl = "{old.base_url}"\nscrape_interval_s = 0.5\n'
+        config = write_config(short_tmp, extra=server)
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+            _wait(lambda: _scrapes(old) >= 2, "the first URL scraped")
+            config.write_text(config.read_text().replace(old.base_url, new.base_url))
+            daemon.signal(signal.SIGHUP)
+            daemon.wait_for("RELOADING=1")
+            assert "reload rejected" not in daemon.wait_for("READY=1")
+            _wait(lambda: _scrapes(new) >= 2, "the new URL scraped")
+            left_at = _scrapes(old)
+            time.sleep(1.5)  # three scrape intervals: the old URL is asked no more
+            assert _scrapes(old) == left_at
+            status = call_daemon(short_tmp / "control.sock", "status")
+            assert status["last_reload_error"] == ""
+            [source] = [s for s in status["sources"] if s["source"] == "vllm/main"]
+            assert source["state"] == "up"
+            assert status["config_path"] == str(config)
+
+
+def _scrapes(exporter: FixtureExporter) -> int:
+    return sum(path == "/metrics" for path, _ in exporter.script.requests)
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
 
 
 def test_sigterm_stops_gracefully_with_status_zero_within_the_deadline(short_tmp: Path) -> None:

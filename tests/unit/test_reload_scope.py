@@ -25,13 +25,27 @@ def test_what_the_rest_of_the_governor_reads_live_may_change() -> None:
     assert restart_only_changes(config(gate={"enabled": True}), config(gate=drain)) == []
 
 
-def test_what_the_sources_read_once_is_named() -> None:
-    moved = config(url="http://127.0.0.1:9000", scrape_interval_s=5.0, gate={"enabled": True})
-    assert restart_only_changes(config(), moved) == [
-        "vllm[main].url",
-        "vllm[main].scrape_interval_s",
-        "vllm[main].gate",
-    ]
+def test_what_the_sources_scrape_changes_live() -> None:
+    moved = config(url="http://127.0.0.1:9000", scrape_interval_s=5.0, scrape_timeout_s=3.0)
+    assert restart_only_changes(config(), moved) == []
+    quieter = GovernorConfig.model_validate(
+        {
+            "vllm": [{"name": "main", "url": "http://127.0.0.1:8000"}],
+            "sources": {"host": {"enabled": False}, "nvml": {"interval_s": 30.0}},
+        }
+    )
+    assert restart_only_changes(config(knobs={}), quieter) == []
+
+
+def test_what_is_read_once_at_start_is_named() -> None:
+    assert restart_only_changes(config(), config(gate={"enabled": True})) == ["vllm[main].gate"]
+    mqtt = GovernorConfig.model_validate(
+        {
+            "vllm": [{"name": "main", "url": "http://127.0.0.1:8000"}],
+            "sources": {"mqtt": {"enabled": True, "host": "127.0.0.1"}},
+        }
+    )
+    assert restart_only_changes(config(knobs={}), mqtt) == ["sources.mqtt"]
     two = GovernorConfig.model_validate(
         {
             "vllm": [
@@ -42,14 +56,7 @@ def test_what_the_sources_read_once_is_named() -> None:
                 },
                 {"name": "other", "url": "http://127.0.0.1:8001"},
             ],
-            "sources": {"host": {"enabled": False}},
         }
     )
-    assert restart_only_changes(config(), two) == [
-        "sources",
-        "vllm: server(s) added (other)",
-    ]
-    assert restart_only_changes(two, config()) == [
-        "sources",
-        "vllm: server(s) removed (other)",
-    ]
+    assert restart_only_changes(config(), two) == ["vllm: server(s) added (other)"]
+    assert restart_only_changes(two, config()) == ["vllm: server(s) removed (other)"]

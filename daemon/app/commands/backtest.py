@@ -17,7 +17,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from daemon.app.config_broken import config_broken
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -102,7 +101,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-governor backtest: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:
-        return config_broken(exc)
+        print(f"vllm-governor backtest: {exc}", file=sys.stderr)
+        return EXIT_FAILURE
     try:
         outcome = run_backtest(options)
         _save(args.save, outcome)

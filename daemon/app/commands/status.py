@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -12,7 +13,8 @@ from typing import Any
 from daemon.app.commands.freeze_listing import freeze_lines, pending_lines, reload_line
 from daemon.app.commands.gate_status import gate_lines
 from daemon.app.control_client import answer_or_say_why
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.core.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -31,23 +33,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(main=main)
 
 
-def socket_of(args: argparse.Namespace) -> Path:
-    """The control socket: ``--socket``, or the one the configuration names.
-
-    Raises:
-        ConfigError: The configuration is needed and broken (the command line exits 78).
-    """
+def socket_of(args: argparse.Namespace) -> Path | None:
+    """The control socket: ``--socket``, or the one the configuration names (None: bad config)."""
     if args.socket is not None:
         path: Path = args.socket
         return path
     from daemon.core.config_files import load_config
 
-    return load_config(args.config).control.socket_path
+    try:
+        return load_config(args.config).control.socket_path
+    except ConfigError as exc:
+        for issue in exc.issues:
+            print(issue.render(), file=sys.stderr)
+        return None
 
 
 def main(args: argparse.Namespace) -> int:
     """Print the daemon's status, or say clearly that no daemon runs."""
-    status = answer_or_say_why(socket_of(args), "status")
+    socket_path = socket_of(args)
+    if socket_path is None:
+        return EXIT_CONFIG
+    status = answer_or_say_why(socket_path, "status")
     if status is None:
         return EXIT_FAILURE
     if args.json:

@@ -1,13 +1,15 @@
 """The signal plane: the store, the health of every source, and one polling task per source.
 
-Built from the configuration at start. A source's task reports ready after its first attempt,
-whatever the outcome, so that the evaluator starts with a first picture: a vLLM still loading
-is a known state ("starting"), not a reason to delay the daemon.
+Built from the configuration at start; a reload replaces the sources whose settings changed
+(:class:`~daemon.engine.evaluation.source_set.SourceSet`). The sources report ready once each
+has made its first attempt, whatever the outcome, so that the evaluator starts with a first
+picture: a vLLM still loading is a known state ("starting"), not a reason to delay the daemon.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +20,7 @@ from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
+from daemon.engine.evaluation.source_set import PlannedSource, SourceSet
 from daemon.engine.runtime.supervisor import EternalTask, Readiness
 from daemon.sources import mqtt_signals, prometheus_signals
 from daemon.sources.declarations import SignalDeclaration
@@ -80,7 +83,9 @@ class SignalPlane:
             },
         )
         self.health = HealthBoard()
-        self._sources, self._stale_after = _polling_sources(config)
+        plan = _polling_sources(config)
+        self._stale_after = {planned.source.name: planned.stale_after_s for planned in plan}
+        self._sources = SourceSet(plan, self._run_source, self.store, self.health)
         self._mqtt: MqttSource | None = None
         self.publisher: MqttPublisher | None = None
         mqtt = config.sources.mqtt
@@ -100,11 +105,8 @@ class SignalPlane:
         self._metrics = _register_metrics(registry, self.store)
 
     def tasks(self) -> list[EternalTask]:
-        """One eternal task per source, and the MQTT publisher when configured."""
-        tasks = [
-            EternalTask(f"{source.name} poller", self._runner_for(source))
-            for source in self._sources
-        ]
+        """The polling sources, the MQTT subscriber and publisher when configured."""
+        tasks = [EternalTask("signal sources", self._run_sources)]
         if self._mqtt is not None:
             tasks.append(EternalTask("mqtt subscriber", self._run_mqtt))
         if self.publisher is not None:
@@ -119,18 +121,29 @@ class SignalPlane:
         assert self.publisher is not None
         await self.publisher.run(readiness.started)
 
-    def _runner_for(self, source: PollingSource) -> Any:
+    def reload(self, config: GovernorConfig) -> None:
+        """Scrape what ``config`` says from now on: changed sources restart, others go on.
+
+        The store's bounds, the MQTT connection and the gates stay as they were started
+        (:mod:`daemon.core.reload_scope` refuses a reload that changes them).
+        """
+        plan = _polling_sources(config)
+        mqtt = {"mqtt": self._stale_after["mqtt"]} if "mqtt" in self._stale_after else {}
+        self._stale_after = {p.source.name: p.stale_after_s for p in plan} | mqtt
+        self._declared = _configured_declarations(config)
+        self._sources.replace(plan)
+
+    async def _run_sources(self, readiness: Readiness) -> None:
+        await self._sources.run(readiness.started)
+
+    async def _run_source(self, source: PollingSource, started: Callable[[], None]) -> None:
         # A source that fails backs off, but never so far that its signals stay stale for long:
         # a vLLM that answers slowly under load is exactly when the governor must keep looking.
         backoff = Backoff(cap_s=BACKOFF_INTERVALS * source.interval_s)
         runner = PollingRunner(
             source, self.store, self.health, self._clock, backoff=backoff, on_poll=self._count
         )
-
-        async def run(readiness: Readiness) -> None:
-            await runner.run(readiness.started)
-
-        return run
+        await runner.run(started)
 
     def _count(self, source: str, ok: bool) -> None:
         self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
@@ -185,10 +198,9 @@ def _configured_declarations(config: GovernorConfig) -> tuple[SignalDeclaration,
     )
 
 
-def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[str, float]]:
-    """Every configured polling source, and how old its samples may get."""
-    sources: list[PollingSource] = []
-    stale_after: dict[str, float] = {}
+def _polling_sources(config: GovernorConfig) -> list[PlannedSource]:
+    """Every configured polling source, how old its samples may get, what it was built from."""
+    plan: list[PlannedSource] = []
     for instance in config.vllm:
         limits = PageLimits(
             max_bytes=instance.max_page_bytes,
@@ -202,12 +214,11 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
             instance.scrape_timeout_s,
             limits,
         )
-        sources.append(vllm)
-        stale_after[vllm.name] = instance.stale_after_s
+        built_from = (instance.url, instance.scrape_interval_s, instance.scrape_timeout_s, limits)
+        plan.append(PlannedSource(vllm, instance.stale_after_s, built_from))
         if instance.gate.enabled:
             gate = gate_source(instance.name, instance.gate)
-            sources.append(gate)
-            stale_after[gate.name] = instance.gate.stale_after_s
+            plan.append(PlannedSource(gate, instance.gate.stale_after_s, instance.gate))
     nvml, host = config.sources.nvml, config.sources.host
     if nvml.enabled and (missing := nvml_library_missing(nvml.library_path or None)):
         log.warning("no NVIDIA driver: NVML signals disabled", extra={"reason": missing})
@@ -215,11 +226,11 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
         # Imported only where a driver exists: the binding alone costs about 18 MB of memory.
         from daemon.sources.nvml_source import NvmlSource  # noqa: PLC0415
 
-        sources.append(NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None))
-        stale_after[NvmlSource.name] = nvml.stale_after_s
+        gpus = NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None)
+        plan.append(PlannedSource(gpus, nvml.stale_after_s, nvml))
     if host.enabled:
-        sources.append(HostSource(host.interval_s, host.timeout_s, host.disk_paths))
-        stale_after[HostSource.name] = host.stale_after_s
+        machine = HostSource(host.interval_s, host.timeout_s, host.disk_paths)
+        plan.append(PlannedSource(machine, host.stale_after_s, host))
     prometheus = config.sources.prometheus
     if prometheus.enabled:
         from daemon.sources.prometheus_source import PrometheusSource  # noqa: PLC0415
@@ -227,18 +238,16 @@ def _polling_sources(config: GovernorConfig) -> tuple[list[PollingSource], dict[
         specs = prometheus.query_specs()
         # A map's key must survive on its series, whatever keep_labels says.
         keys = [spec.key for spec in specs.values() if spec.key]
-        sources.append(
-            PrometheusSource(
-                prometheus.url,
-                {name: spec.query for name, spec in specs.items()},
-                interval_s=prometheus.interval_s,
-                timeout_s=prometheus.timeout_s,
-                keep_labels=(*prometheus.keep_labels, *keys),
-                ca_file=Path(prometheus.ca_file) if prometheus.ca_file else None,
-            )
+        queries = PrometheusSource(
+            prometheus.url,
+            {name: spec.query for name, spec in specs.items()},
+            interval_s=prometheus.interval_s,
+            timeout_s=prometheus.timeout_s,
+            keep_labels=(*prometheus.keep_labels, *keys),
+            ca_file=Path(prometheus.ca_file) if prometheus.ca_file else None,
         )
-        stale_after[PrometheusSource.name] = prometheus.stale_after_s
-    return sources, stale_after
+        plan.append(PlannedSource(queries, prometheus.stale_after_s, prometheus))
+    return plan
 
 
 def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _SourceMetrics:
