@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from daemon.app.commands import (
     apply,
     backtest,
+    batch,
     check,
     dashboard,
     demo,
@@ -52,6 +53,7 @@ SUBCOMMANDS = (
     simulate,
     backtest,
     whatif,
+    batch,
 )
 
 

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from daemon.core.approval_settings import ApprovalsSection, SlackSection
+from daemon.core.batch_settings import BatchSection
 from daemon.core.gate_settings import GateSettings
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS
@@ -352,6 +353,7 @@ class GovernorConfig(_Section):
     approvals: ApprovalsSection = ApprovalsSection()
     signals: SignalsSection = SignalsSection()
     recording: RecordingSection = RecordingSection()
+    batch: BatchSection = BatchSection()
     sources: SourcesSection = SourcesSection()
     vllm: tuple[VllmInstance, ...] = ()
     http_log_level: tuple[HttpLogLevelTarget, ...] = ()

@@ -35,6 +35,7 @@ from daemon.engine.approvals.approval_commands import approval_handlers
 from daemon.engine.approvals.approval_desk import ApprovalDesk
 from daemon.engine.approvals.approval_recheck import PolicyLens
 from daemon.engine.approvals.approvals_plane import ApprovalsPlane
+from daemon.engine.batches.batch_desk import BatchDesk
 from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.policy_plane import PolicyPlane
@@ -130,6 +131,7 @@ class Governor:
         router = Router(config, self._actuation, registry, propose=self._approvals.propose)
         self._notifications = self._notifiers()
         self._recorder = Recorder(lambda: self._loaded.config.recording)
+        self._batches = BatchDesk(self._config_in_force, state_path, clock)
         self._evaluator = Evaluator(
             config,
             self._policies.current,
@@ -203,6 +205,7 @@ class Governor:
             self._recorder.close()
             self._approvals.close()
             self._actuation.close()
+            self._batches.close()
             if self._admission is not None:
                 self._admission[1].close()
 
@@ -262,6 +265,7 @@ class Governor:
             tasks.append(EternalTask("admission loop", self._admission[0].run))
         tasks.extend(self._approvals.tasks())
         tasks.extend(self._notifications.tasks())
+        tasks.append(EternalTask("batch runner", self._batches.run))
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks
@@ -278,6 +282,7 @@ class Governor:
             "whatif": WhatIfDesk(
                 self._config_in_force, self._signals.store, self._actuation.knobs, self._clock
             ).handle,
+            **self._batches.handlers(),
         }
         await serve_control_socket(self._loaded.config.control.socket_path, handlers, readiness)
 

@@ -38,16 +38,21 @@ class SimProcess:
 
 @contextmanager
 def sim_serve(
-    directory: Path, config: str, *, loading_s: float = 0.3, load: str | None = None
+    directory: Path,
+    config: str,
+    *,
+    loading_s: float = 0.3,
+    load: str | None = None,
+    port: int | None = None,
 ) -> Iterator[SimProcess]:
     """Start ``sim serve`` with ``config`` (vLLM YAML) and wait until ready; always kill it.
 
     ``load`` is a workload spec (YAML text) the server replays against itself from the moment
-    it is ready (``--load``).
+    it is ready (``--load``). ``port`` starts it where an earlier one stood (a restart).
     """
     vllm_config = directory / "vllm.yaml"
     vllm_config.write_text(f"served-model-name: {MODEL}\n{config}", encoding="utf-8")
-    port = free_port()
+    port = port or free_port()
     command = [
         sys.executable, "-m", "daemon.app.cli", "sim", "serve",
         "--config", str(vllm_config), "--profile", PROFILE,

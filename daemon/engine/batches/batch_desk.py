@@ -1,0 +1,239 @@
+"""The batch desk: the daemon's batch runner task, and the ``batch_*`` control commands.
+
+Jobs run inside the daemon, one at a time, oldest first: the daemon already knows each
+target's URL, is the one process that stays up, and is what will open and close the batch
+window from policies (issue 18). Submitting over the control socket validates the file whole
+and records the job and its lines in the ledger before answering; from then on the job
+survives any crash of the daemon. Pausing or cancelling a job writes its new state first
+(so that a crash does not undo it), then stops its requests in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from daemon.batch.errors import BatchError, BatchFileError
+from daemon.batch.input_file import read_batch_file
+from daemon.batch.jobs import BatchJob, JobState, LineState
+from daemon.batch.progress import eta_s
+from daemon.core.clock import Clock
+from daemon.core.control_protocol import ControlRequest
+from daemon.core.errors import ControlError
+from daemon.core.settings import GovernorConfig
+from daemon.engine.batches.crash_points import CrashPoints
+from daemon.engine.batches.job_runner import JobRunner
+from daemon.engine.runtime.control_server import Caller, Handler
+from daemon.engine.runtime.supervisor import Readiness
+from daemon.engine.storage.batch_ledger import BatchLedger
+
+log = logging.getLogger(__name__)
+
+
+class BatchDesk:
+    """Runs the ledger's jobs and answers the batch commands."""
+
+    def __init__(self, config: Callable[[], GovernorConfig], ledger_path: Path, clock: Clock):
+        self._config = config
+        self._ledger = BatchLedger(ledger_path)
+        self._clock = clock
+        self._crash_points = CrashPoints()
+        self._wake = asyncio.Event()
+        self._runner: JobRunner | None = None
+
+    def close(self) -> None:
+        """Close the ledger."""
+        self._ledger.close()
+
+    def handlers(self) -> Mapping[str, Handler]:
+        """The control commands, by name."""
+        return {
+            "batch_submit": self._submit,
+            "batch_status": self._status,
+            "batch_pause": self._pause,
+            "batch_resume": self._resume,
+            "batch_cancel": self._cancel,
+        }
+
+    async def run(self, readiness: Readiness) -> None:
+        """The eternal task: run each runnable job in turn, and wait for one when none is."""
+        readiness.started()
+        while True:
+            self._wake.clear()
+            job = self._ledger.next_runnable()
+            if job is None:
+                await self._wake.wait()
+                continue
+            await self._run_job(job)
+
+    async def _run_job(self, job: BatchJob) -> None:
+        config = self._config()
+        instance = next((i for i in config.vllm if i.name == job.target), None)
+        if instance is None:
+            reason = f"the target {job.target!r} is no longer configured ([[vllm]] name)"
+            self._ledger.set_state(job.job_id, JobState.FAILED, reason)
+            return
+        runner = JobRunner(
+            job,
+            self._ledger,
+            config.batch,
+            base_url=instance.url,
+            clock=self._clock,
+            crash_points=self._crash_points,
+        )
+        self._runner = runner
+        try:
+            await runner.run()
+        except (OSError, BatchError) as exc:
+            # A disk that refuses the results: the job stops, the daemon does not; resume it
+            # once the disk is fixed.
+            reason = f"stopped: {exc}"
+            log.exception("batch job stopped", extra={"job": job.job_id, "reason": reason})
+            self._ledger.set_state(job.job_id, JobState.FAILED, reason)
+        finally:
+            self._runner = None
+
+    async def _submit(self, request: ControlRequest, caller: Caller) -> dict[str, Any]:
+        args = request.args
+        path, target, deadline = args.get("path"), args.get("target"), args.get("deadline")
+        if not isinstance(path, str) or not Path(path).is_absolute():
+            message = "'path' must be the input file's absolute path"
+            raise ControlError(message)
+        config = self._config()
+        targets = [instance.name for instance in config.vllm]
+        if target not in targets:
+            message = f"unknown target {target!r}: name a [[vllm]] instance ({', '.join(targets)})"
+            raise ControlError(message)
+        input_path = Path(path)
+        self._refuse_shared_results(input_path)
+        try:
+            batch = await asyncio.to_thread(
+                read_batch_file,
+                input_path,
+                max_bytes=config.batch.max_file_bytes,
+                max_lines=config.batch.max_lines,
+            )
+        except BatchFileError as exc:
+            message = f"the file was refused, nothing of it will run:\n{exc}"
+            raise ControlError(message) from exc
+        job = BatchJob(
+            job_id=f"batch_{secrets.token_hex(8)}",
+            input_path=input_path,
+            input_sha256=batch.sha256,
+            target=str(target),
+            state=JobState.QUEUED,
+            submitted_at=self._clock.wall(),
+            deadline=_deadline(deadline, self._clock.wall()),
+            total=len(batch.lines),
+            reason=f"submitted by {caller.user}",
+        )
+        self._ledger.add(job, batch.lines)
+        log.info("batch job submitted", extra={"job": job.job_id, "lines": job.total})
+        self._wake.set()
+        return self._row(job)
+
+    def _refuse_shared_results(self, input_path: Path) -> None:
+        """A job's results are never mixed with another's: refuse when they would be."""
+        for job in self._ledger.jobs():
+            if job.input_path == input_path and not job.state.finished:
+                message = f"{input_path} is already job {job.job_id} ({job.state})"
+                raise ControlError(message)
+        probe = BatchJob("", input_path, "", "", JobState.QUEUED, self._clock.wall(), None, 0)
+        for result in (probe.output_path, probe.errors_path):
+            if result.exists():
+                message = f"{result} already exists: move it away first (results are not mixed)"
+                raise ControlError(message)
+
+    async def _status(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
+        wanted = request.args.get("job")
+        jobs = self._ledger.jobs() if wanted is None else [self._job(request)]
+        return {"jobs": [self._row(job) for job in jobs]}
+
+    async def _pause(self, request: ControlRequest, caller: Caller) -> dict[str, Any]:
+        job = self._job(request)
+        if job.state not in (JobState.QUEUED, JobState.RUNNING):
+            message = f"{job.job_id} is {job.state}: only a queued or running job can be paused"
+            raise ControlError(message)
+        return self._stop(job, JobState.PAUSED, f"paused by {caller.user}")
+
+    async def _cancel(self, request: ControlRequest, caller: Caller) -> dict[str, Any]:
+        job = self._job(request)
+        if job.state.finished or job.state is JobState.CANCELLING:
+            message = f"{job.job_id} is {job.state} already"
+            raise ControlError(message)
+        answer = self._stop(job, JobState.CANCELLING, f"cancelled by {caller.user}")
+        self._wake.set()  # a queued or paused job is cancelled by the runner too
+        return answer
+
+    async def _resume(self, request: ControlRequest, caller: Caller) -> dict[str, Any]:
+        job = self._job(request)
+        if job.state not in (JobState.PAUSED, JobState.FAILED):
+            message = f"{job.job_id} is {job.state}: only a paused or failed job can be resumed"
+            raise ControlError(message)
+        self._ledger.set_state(job.job_id, JobState.QUEUED, f"resumed by {caller.user}")
+        self._wake.set()
+        return self._row(self._job(request))
+
+    def _stop(self, job: BatchJob, state: JobState, reason: str) -> dict[str, Any]:
+        self._ledger.set_state(job.job_id, state, reason)
+        runner = self._runner
+        if runner is not None and runner.job.job_id == job.job_id:
+            runner.stop(state)
+        log.info("batch job stopping", extra={"job": job.job_id, "state": str(state)})
+        current = self._ledger.job(job.job_id)
+        assert current is not None  # jobs are never deleted
+        return self._row(current)
+
+    def _job(self, request: ControlRequest) -> BatchJob:
+        job_id = request.args.get("job")
+        job = self._ledger.job(job_id) if isinstance(job_id, str) else None
+        if job is None:
+            message = f"no batch job {job_id!r} (see 'vllm-governor batch status')"
+            raise ControlError(message)
+        return job
+
+    def _row(self, job: BatchJob) -> dict[str, Any]:
+        counts = self._ledger.counts(job.job_id)
+        done = counts[LineState.DONE]
+        runner = self._runner
+        start = runner.started if runner is not None and runner.job.job_id == job.job_id else None
+        eta = eta_s(job.total, done, start, self._clock.monotonic())
+        return {
+            "job": job.job_id,
+            "state": str(job.state),
+            "target": job.target,
+            "input": str(job.input_path),
+            "output": str(job.output_path),
+            "errors": str(job.errors_path),
+            "total": job.total,
+            "done": done,
+            "in_flight": counts[LineState.IN_FLIGHT],
+            "pending": counts[LineState.PENDING],
+            "sends": self._ledger.sends(job.job_id),
+            "eta_s": None if eta is None else round(eta, 1),
+            "submitted_at": job.submitted_at.isoformat(timespec="seconds"),
+            "deadline": None if job.deadline is None else job.deadline.isoformat(),
+            "reason": job.reason,
+        }
+
+
+def _deadline(value: object, now: datetime) -> datetime | None:
+    """The deadline an ISO 8601 string names (with its time zone), or None when absent."""
+    if value is None:
+        return None
+    try:
+        deadline = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        deadline = None
+    if deadline is None or deadline.tzinfo is None:
+        message = f"'deadline' must be ISO 8601 with a zone (2026-12-01T06:00Z), not {value!r}"
+        raise ControlError(message)
+    if deadline <= now:
+        message = f"the deadline {value} has passed already"
+        raise ControlError(message)
+    return deadline
