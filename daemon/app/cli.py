@@ -29,7 +29,9 @@ from daemon.app.commands import (
     test,
     whatif,
 )
+from daemon.app.config_broken import config_broken
 from daemon.app.defaults import EXIT_USAGE
+from daemon.core.errors import ConfigError
 from daemon.core.version import __version__
 
 SUBCOMMANDS = (
@@ -78,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not hasattr(args, "main"):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    code: int = args.main(args)
+    try:
+        code: int = args.main(args)
+    except ConfigError as exc:
+        # One place turns a broken configuration into its exit status, for every command.
+        return config_broken(exc)
     return code
 
 

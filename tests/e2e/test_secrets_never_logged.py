@@ -51,7 +51,7 @@ def test_a_secret_written_into_the_config_is_refused_without_echoing_it(short_tm
         text=True,
         check=False,
     )
-    assert result.returncode == 1
+    assert result.returncode == 78
     assert "slack.bot_token: secrets are never read from the config file" in result.stdout
     assert "VLLM_GOVERNOR_SLACK_BOT_TOKEN" in result.stdout
     assert BOT_TOKEN not in result.stdout + result.stderr
@@ -78,7 +78,7 @@ def test_a_token_pasted_into_any_string_field_is_not_echoed(
     short_tmp: Path, section: str, extra: str
 ) -> None:
     result = _check(write_config(short_tmp, extra=extra))
-    assert result.returncode == 1
+    assert result.returncode == 78
     assert section in result.stdout
     assert "(redacted)" in result.stdout
     assert "never-log-me" not in result.stdout + result.stderr
@@ -105,7 +105,7 @@ def test_a_url_with_credentials_is_refused_without_echoing_them(
     short_tmp: Path, key: str, extra: str
 ) -> None:
     result = _check(write_config(short_tmp, extra=extra))
-    assert result.returncode == 1
+    assert result.returncode == 78
     assert f"{key}: must not hold credentials" in result.stdout
     assert PASSWORD not in result.stdout + result.stderr
 
@@ -121,7 +121,7 @@ def test_a_policy_symlink_leaving_the_directory_is_refused_unread(short_tmp: Pat
     config.write_text(text)
 
     checked = _check(config)
-    assert checked.returncode == 1
+    assert checked.returncode == 78
     assert "x.yaml" in checked.stdout
     assert "symlink" in checked.stdout
     assert "never-log-me" not in checked.stdout + checked.stderr

@@ -26,12 +26,12 @@ def test_valid_config_and_policy_exit_zero(
         ("[metrics]\nenabled = 1\n", ":2:1: metrics.enabled: expected true or false"),
     ],
 )
-def test_broken_config_exits_one_with_the_line(
+def test_broken_config_exits_78_with_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], config_text: str, expected: str
 ) -> None:
     config = tmp_path / "config.toml"
     config.write_text(config_text)
-    assert main(["check", "--config", str(config)]) == 1
+    assert main(["check", "--config", str(config)]) == 78
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 1
     assert out[0].startswith(f"{config}{expected}")
@@ -46,7 +46,7 @@ def test_policy_problems_are_listed_one_per_line(
     code = main(
         ["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path), "/nope.yaml"]
     )
-    assert code == 1
+    assert code == 78
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "/nope.yaml:0:0: no such file or directory"
     # The wording is the YAML parser's (libyaml's when PyYAML has it); the place is ours.
@@ -90,7 +90,7 @@ def test_policy_semantics_are_checked_with_lines_and_key_paths(
         "cooldwn: 5m\n"
     )
     code = main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)])
-    assert code == 1
+    assert code == 78
     out = capsys.readouterr().out.splitlines()
     where = tmp_path / "p.yaml"
     assert out == [
@@ -116,7 +116,7 @@ def test_every_problem_of_a_policy_is_reported_in_one_pass(
         "  set: {max_num_seqs: \"'lots'\", max_num_seq: current}\n"
         "  risk: later\n"
     )
-    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 1
+    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 78
     where = tmp_path / "p.yaml"
     assert capsys.readouterr().out.splitlines() == [
         f"{where}:2:17: targets.1: unknown target 'mian' (did you mean 'main'? targets: envoy, "
@@ -140,7 +140,7 @@ def test_every_policy_file_is_checked_in_the_same_pass(
 ) -> None:
     (tmp_path / "a.yaml").write_text("name: a\nwhen: kv_usage > 0.9\nmode: loud\n")
     (tmp_path / "b.yaml").write_text("name: b\nwhen: kv_usag > 0.9\n")
-    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 1
+    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 78
     assert capsys.readouterr().out.splitlines() == [
         f"{tmp_path / 'a.yaml'}:3:1: mode: expected 'active' or 'shadow' (got 'loud')",
         f"{tmp_path / 'b.yaml'}:2:1: when: unknown signal or function 'kv_usag' (`vllm-governor "
@@ -155,7 +155,7 @@ def test_a_constant_outside_the_envelope_is_reported(
     (tmp_path / "p.yaml").write_text(
         "name: p\nwhen: kv_usage > 0.9\naction:\n  set: {max_num_seqs: 4096}\n"
     )
-    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 1
+    assert main(["check", "--config", str(ROOT / "config.example.toml"), str(tmp_path)]) == 78
     assert capsys.readouterr().out.splitlines() == [
         f"{tmp_path / 'p.yaml'}:4:9: action.set.max_num_seqs: 4096 is outside main's envelope "
         "for max_num_seqs [32, 1024] in config.toml"

@@ -84,11 +84,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _from_daemon(args: argparse.Namespace) -> list[dict[str, Any]]:
-    socket_path = socket_of(args)
-    if socket_path is None:
-        message = "cannot find the control socket"
-        raise ControlError(message)
-    answer = call_daemon(socket_path, "plan", timeout_s=60.0, policy=args.policy)
+    answer = call_daemon(socket_of(args), "plan", timeout_s=60.0, policy=args.policy)
     plans: list[dict[str, Any]] = answer["plans"]
     if not plans:
         print(f"{args.policy}: its condition does not hold anywhere now: nothing to change")

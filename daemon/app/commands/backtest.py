@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from daemon.app.config_broken import config_broken
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 
 if TYPE_CHECKING:
@@ -101,8 +102,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"vllm-governor backtest: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except ConfigError as exc:
-        print(f"vllm-governor backtest: {exc}", file=sys.stderr)
-        return EXIT_FAILURE
+        return config_broken(exc)
     try:
         outcome = run_backtest(options)
         _save(args.save, outcome)

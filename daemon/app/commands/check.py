@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_OK
 from daemon.core.errors import ConfigError, ConfigIssue
 
 
@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="Validate config.toml and policy files. Policies are checked against the "
         "signals the configuration declares (the built-in sources', its Prometheus queries and "
         "MQTT subscriptions). Prints one 'path:line:col: message' per problem; exits 0 when "
-        "everything is valid, 1 otherwise.",
+        "everything is valid, 78 (a broken configuration, as every command says it) otherwise.",
     )
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml to check")
     parser.add_argument(
@@ -61,6 +61,6 @@ def main(args: argparse.Namespace) -> int:
     for issue in issues:
         print(issue.render())
     if issues:
-        return EXIT_FAILURE
+        return EXIT_CONFIG
     print(f"ok: {checked} file(s) valid")
     return EXIT_OK

@@ -85,10 +85,7 @@ def main_reject(args: argparse.Namespace) -> int:
 
 def ask(args: argparse.Namespace, command: str, **call: Any) -> Any:
     """Send ``command`` to the daemon; None (after saying why on stderr) when it failed."""
-    socket_path = socket_of(args)
-    if socket_path is None:
-        return None
-    return answer_or_say_why(socket_path, command, **call)
+    return answer_or_say_why(socket_of(args), command, **call)
 
 
 def _decided(answer: dict[str, Any] | None) -> int:

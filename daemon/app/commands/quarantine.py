@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.status import socket_of
 from daemon.app.control_client import answer_or_say_why
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -78,7 +77,4 @@ def main_lift(args: argparse.Namespace) -> int:
 
 
 def _ask(args: argparse.Namespace, command: str, **arguments: Any) -> Any:
-    socket_path = socket_of(args)
-    if socket_path is None:
-        sys.exit(EXIT_CONFIG)
-    return answer_or_say_why(socket_path, command, **arguments)
+    return answer_or_say_why(socket_of(args), command, **arguments)

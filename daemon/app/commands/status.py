@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,8 +12,7 @@ from typing import Any
 from daemon.app.commands.freeze_listing import freeze_lines, pending_lines, reload_line
 from daemon.app.commands.gate_status import gate_lines
 from daemon.app.control_client import answer_or_say_why
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
-from daemon.core.errors import ConfigError
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -33,27 +31,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     parser.set_defaults(main=main)
 
 
-def socket_of(args: argparse.Namespace) -> Path | None:
-    """The control socket: ``--socket``, or the one the configuration names (None: bad config)."""
+def socket_of(args: argparse.Namespace) -> Path:
+    """The control socket: ``--socket``, or the one the configuration names.
+
+    Raises:
+        ConfigError: The configuration is needed and broken (the command line exits 78).
+    """
     if args.socket is not None:
         path: Path = args.socket
         return path
     from daemon.core.config_files import load_config
 
-    try:
-        return load_config(args.config).control.socket_path
-    except ConfigError as exc:
-        for issue in exc.issues:
-            print(issue.render(), file=sys.stderr)
-        return None
+    return load_config(args.config).control.socket_path
 
 
 def main(args: argparse.Namespace) -> int:
     """Print the daemon's status, or say clearly that no daemon runs."""
-    socket_path = socket_of(args)
-    if socket_path is None:
-        return EXIT_CONFIG
-    status = answer_or_say_why(socket_path, "status")
+    status = answer_or_say_why(socket_of(args), "status")
     if status is None:
         return EXIT_FAILURE
     if args.json:

@@ -67,5 +67,5 @@ def test_a_broken_config_is_reported_where_it_is_broken(
     config = tmp_path / "config.toml"
     config.write_text("[recording]\nmax_bytes = 10\n")
     argv = ["backtest", "--recording", "r", "--policies", "p", "--config", str(config)]
-    assert main(argv) == 1
+    assert main(argv) == 78  # EX_CONFIG, as every command says a broken configuration
     assert f"{config}:2:1: recording.max_bytes: " in capsys.readouterr().err
