@@ -28,7 +28,8 @@ from daemon.app.simulation.names import (
 )
 from daemon.app.simulation.reports import plot, table
 from daemon.app.simulation.runs import Job
-from daemon.app.simulation.session import Session, default_policies, simulate
+from daemon.app.simulation.session import Session, simulate
+from daemon.shipped import default_pack
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOAD = ROOT / "simulator" / "workloads" / "proof-four-phases.yaml"
@@ -93,7 +94,7 @@ def main() -> None:
     reports: dict[str, Any] = {}
     for profile in args.profiles.split(","):
         started = time.monotonic()
-        template = Job("", profile, None, WORKLOAD, 1, (default_policies(),))
+        template = Job("", profile, None, WORKLOAD, 1, (default_pack(),))
         session = Session(template, tuple(range(1, args.seeds + 1)), BASELINES, args.jobs)
         report, tallies = simulate(session)
         report["wall_s"] = time.monotonic() - started
