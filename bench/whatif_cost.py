@@ -5,7 +5,9 @@ simulated engine at vLLM's defaults and scraped every 2 s as the daemon scrapes 
 the vLLM source's parser, the signal store); one planning round then characterises the last
 10 minutes and replays 5 minutes of the synthesised workload per candidate, once in this
 process (its CPU seconds, split into characterisation and planning) and once through the
-worker process as the daemon runs it (the child's CPU seconds and the wall time).
+worker process as the daemon runs it (the child's CPU seconds and the wall time). Meanwhile a
+10 ms ticker on the event loop measures how late it runs, against 3 s of the same ticker
+with nothing else to do: what the daemon's fast loop would feel of a round.
 
 Brute force: every candidate serves the *true* workload (another seed, 20 minutes, static
 settings) and is judged under the same SLO. The what-if's predicted goodput (before the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import resource
 import statistics
@@ -112,8 +115,7 @@ def measure(case: Case) -> dict[str, Any]:
         "candidates": len(settings),
         "characterise_cpu_s": round(characterise_cpu, 3),
         "plan_cpu_s": round(report.cpu_s, 3),
-        "worker_round_cpu_s": worker["cpu_s"],
-        "worker_round_wall_s": worker["wall_s"],
+        **{f"worker_round_{key}": value for key, value in worker.items()},
         "profile_check": report.profile_check.verdict,
         "pick": None if report.pick is None else report.pick.label(),
         "best_predicted": best_predicted.label(),
@@ -145,13 +147,47 @@ def _through_worker(store: Any, case: Case, current: Setting) -> dict[str, float
         in_force={knob: float(value) for knob, value in current.as_knobs().items()},
         question=Question(profile=PROFILE, slo=case.slo),
     )
+    started = time.perf_counter()
+    series = snapshot(store, INSTANCE, SERVED_S - WINDOW_S)
+    on_loop = time.perf_counter() - started
+    job = dataclasses.replace(job, series=series)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.monotonic()
-    asyncio.run(plan_off_loop(job))
-    wall = time.monotonic() - started
+    idle_lag = asyncio.run(_loop_lag(asyncio.sleep(3.0)))
+    busy_lag = asyncio.run(_loop_lag(plan_off_loop(job)))
+    wall = time.monotonic() - started - 3.0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    return {"cpu_s": round(cpu, 3), "wall_s": round(wall, 3)}
+    return {
+        "cpu_s": round(cpu, 3),
+        "wall_s": round(wall, 3),
+        "snapshot_on_loop_ms": round(on_loop * 1000, 2),
+        "tick_lag_idle_p99_ms": idle_lag[0],
+        "tick_lag_idle_max_ms": idle_lag[1],
+        "tick_lag_round_p99_ms": busy_lag[0],
+        "tick_lag_round_max_ms": busy_lag[1],
+    }
+
+
+async def _loop_lag(work: Any) -> tuple[float, float]:
+    """How late a 10 ms ticker on the same loop runs while ``work`` is awaited (p99, max)."""
+    lags: list[float] = []
+
+    async def tick() -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            due = loop.time() + 0.010
+            await asyncio.sleep(0.010)
+            lags.append(loop.time() - due)
+
+    ticker = asyncio.create_task(tick())
+    try:
+        await work
+    finally:
+        ticker.cancel()
+    ordered = sorted(lags)
+    p99 = ordered[min(len(ordered) - 1, int(0.99 * len(ordered)))]
+    return round(p99 * 1000, 2), round(ordered[-1] * 1000, 2)
 
 
 def _static_goodput(profile: Any, setting: Setting, case: Case) -> float:
