@@ -76,6 +76,8 @@ def test_pause_stops_a_job_that_resume_finishes_and_cancel_ends_one(short_tmp: P
             assert cli(config, "resume", job).returncode == 0
             eventually(lambda: job_status(config, job)["state"] == "completed", what="resumed")
             refused = cli(config, "resume", job)
+            listing = cli(config, "status").stdout.splitlines()
+    assert [line.split()[:2] for line in listing] == [[job, "completed:"], [other, "cancelled:"]]
     assert "only a paused or failed job can be resumed" in refused.stderr
     assert Tally.of(first_ids, first) == Tally(30, 0, 0, 0)
     cancelled = Tally.of(second_ids, second)

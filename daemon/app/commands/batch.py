@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.commands.status import socket_of
-from daemon.app.control_client import call_daemon
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.app.control_client import call_daemon, call_daemon_paged
+from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
 from daemon.core.errors import ControlError
 
 # Validating a 200 MB file takes the daemon a few seconds; the socket waits longer than that.
@@ -77,8 +77,10 @@ def main_submit(args: argparse.Namespace) -> int:
 
 def main_status(args: argparse.Namespace) -> int:
     """Print each job's progress."""
-    extra = {} if args.job is None else {"job": args.job}
-    answer = _ask(args, "batch_status", 10.0, **extra)
+    if args.job is None:
+        answer = _ask_paged(args, "batch_status")
+    else:
+        answer = _ask(args, "batch_status", 10.0, job=args.job)
     if answer is None:
         return EXIT_FAILURE
     if args.json:
@@ -120,12 +122,17 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{secs:02d}s"
 
 
-def _ask(args: argparse.Namespace, command: str, timeout_s: float, **arguments: Any) -> Any:
-    socket_path = socket_of(args)
-    if socket_path is None:
-        sys.exit(EXIT_CONFIG)
+def _ask_paged(args: argparse.Namespace, command: str) -> Any:
     try:
-        return call_daemon(socket_path, command, timeout_s, **arguments)
+        return call_daemon_paged(socket_of(args), command, "jobs")
+    except ControlError as exc:
+        print(f"vllm-governor: {exc}", file=sys.stderr)
+        return None
+
+
+def _ask(args: argparse.Namespace, command: str, timeout_s: float, **arguments: Any) -> Any:
+    try:
+        return call_daemon(socket_of(args), command, timeout_s, **arguments)
     except ControlError as exc:
         print(f"vllm-governor: {exc}", file=sys.stderr)
         return None

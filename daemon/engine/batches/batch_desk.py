@@ -29,6 +29,7 @@ from daemon.core.settings import GovernorConfig
 from daemon.engine.batches.crash_points import CrashPoints
 from daemon.engine.batches.job_runner import JobRunner
 from daemon.engine.runtime.control_server import Caller, Handler
+from daemon.engine.runtime.paged_replies import PagedReplies
 from daemon.engine.runtime.supervisor import Readiness
 from daemon.engine.storage.batch_ledger import BatchLedger
 
@@ -45,6 +46,8 @@ class BatchDesk:
         self._crash_points = CrashPoints()
         self._wake = asyncio.Event()
         self._runner: JobRunner | None = None
+        # Jobs are kept for good: a long-lived daemon's list outgrows one reply.
+        self._pages = PagedReplies(clock)
 
     def close(self) -> None:
         """Close the ledger."""
@@ -150,9 +153,12 @@ class BatchDesk:
                 raise ControlError(message)
 
     async def _status(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
-        wanted = request.args.get("job")
-        jobs = self._ledger.jobs() if wanted is None else [self._job(request)]
-        return {"jobs": [self._row(job) for job in jobs]}
+        if request.args.get("job") is not None:
+            return {"jobs": [self._row(self._job(request))], "next_offset": None}
+        page = self._pages.page(
+            request.args, lambda: [self._row(job) for job in self._ledger.jobs()]
+        )
+        return {"jobs": page.rows, "next_offset": page.next_offset, "snapshot": page.snapshot}
 
     async def _pause(self, request: ControlRequest, caller: Caller) -> dict[str, Any]:
         job = self._job(request)
