@@ -52,6 +52,8 @@ WRITTEN_IN = {
     "../docs/schemas/policy.schema.json": "policies",
     "../../docs/schemas/policy-test.schema.json": "policies/tests",
 }
+# Where the wheel carries files of the repository's root (pyproject.toml's force-include).
+SHIPPED_IN_WHEEL = "daemon/shipped/"
 # vLLM's own source tree, cited by path (docs/sources.md says which release).
 FOREIGN_ROOTS = ("vllm/",)
 # Paths in examples that stand for any path: under a name in capitals (STATE_DIR/freeze.x/),
@@ -125,6 +127,8 @@ def resolves(reference: str, holder: str) -> bool:
     path, _, section = reference.partition("#")
     if path.startswith(FOREIGN_ROOTS) or PLACEHOLDER.search(path):
         return True
+    if path.startswith(SHIPPED_IN_WHEEL):
+        path = path.removeprefix(SHIPPED_IN_WHEEL)
     bases: tuple[Path, ...] = ((ROOT / holder).parent, ROOT)
     if path in WRITTEN_IN:
         bases = (ROOT / WRITTEN_IN[path],)

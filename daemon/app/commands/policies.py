@@ -4,7 +4,7 @@ The pack ships inside the installed package (:mod:`daemon.shipped`), where it is
 practice and replaced by the next upgrade; an operator who wants to change a threshold copies
 it to a directory of their own (``/etc/vllm-governor/policies``) and points
 ``governor.policy_dirs`` at it. The copy keeps the pack's layout, policy tests included
-(``tests/*.test.yaml`` name their policies as ``../NAME.yaml``), so ``vllm-governor test
+(``policies/tests/*.test.yaml`` name their policies as ``../NAME.yaml``), so ``vllm-governor test
 DIR/tests`` runs against the edited files.
 """
 
