@@ -2,15 +2,25 @@
 
 A source moves between states; each change is logged once (not at every failed attempt), so
 an outage of an hour is two log lines, not thousands.
+
+A failure's reason often quotes what the source answered (a line of a page, a broker's words),
+which whoever serves it chooses: the board keeps it as one line of plain text, at most
+:data:`MAX_ERROR_CHARS` long, every control character (an ANSI escape would restyle or clear
+the terminal of whoever runs ``status``) and bidirectional override shown as ``?``.
 """
 
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from enum import Enum
 
 log = logging.getLogger(__name__)
+
+MAX_ERROR_CHARS = 500
+# Embeddings, overrides and isolates: U+202A..U+202E and U+2066..U+2069 ("Trojan Source").
+_BIDI_CONTROLS = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 
 
 class SourceState(Enum):
@@ -54,7 +64,8 @@ class HealthBoard:
         self._health[source] = SourceHealth(source, SourceState.UP, since, now, "", detail)
 
     def failed(self, source: str, now: float, error: str, detail: str = "") -> None:
-        """Record a failed attempt with a one-line reason."""
+        """Record a failed attempt with a one-line reason (made plain text, bounded)."""
+        error = plain_reason(error)
         old = self._health.get(source)
         last_success = old.last_success if old else None
         if old is None or old.state is not SourceState.DOWN or old.detail != detail:
@@ -77,3 +88,14 @@ class HealthBoard:
     def all(self) -> list[SourceHealth]:
         """Health of every source, by name."""
         return [self._health[name] for name in sorted(self._health)]
+
+
+def plain_reason(text: str) -> str:
+    """``text`` on one line of at most :data:`MAX_ERROR_CHARS`, controls shown as ``?``."""
+    flat = " ".join(text.split())
+    if len(flat) > MAX_ERROR_CHARS:
+        flat = flat[: MAX_ERROR_CHARS - 1] + "…"
+    return "".join(
+        "?" if unicodedata.category(char) == "Cc" or char in _BIDI_CONTROLS else char
+        for char in flat
+    )

@@ -39,3 +39,34 @@ def test_failure_keeps_the_last_success_time() -> None:
         1.0,
         "driver gone",
     )
+
+
+@pytest.mark.parametrize(
+    ("error", "shown"),
+    [
+        (
+            "not a Prometheus text page: \x1b[2J\x1b[31mOWNED",
+            "not a Prometheus text page: ?[2J?[31mOWNED",
+        ),
+        ("line one\r\nline\ttwo\x00", "line one line two?"),
+        ("right\u202eto left", "right?to left"),
+        ("plain words, unchanged: é ü ✓", "plain words, unchanged: é ü ✓"),
+    ],
+)
+def test_a_reason_from_outside_is_shown_as_plain_text(error: str, shown: str) -> None:
+    # A page, an answer or a payload chooses the words of a failure; an ANSI escape in them
+    # would restyle or clear the terminal of whoever runs `status` (issue 15, hostile suite).
+    board = HealthBoard()
+    board.failed("vllm/hostile", 1.0, error, "unparsable")
+    health = board.get("vllm/hostile")
+    assert health is not None
+    assert health.last_error == shown
+
+
+def test_a_reason_from_outside_is_bounded() -> None:
+    board = HealthBoard()
+    board.failed("vllm/hostile", 1.0, "x" * 100_000, "unparsable")
+    health = board.get("vllm/hostile")
+    assert health is not None
+    assert len(health.last_error) <= 500
+    assert health.last_error.endswith("…")
