@@ -25,7 +25,7 @@ from daemon.policy.durations import parse_duration
 if TYPE_CHECKING:
     from daemon.core.settings import GovernorConfig
 
-# The daemon answers after the worker's CPU bound at the latest; the socket waits a bit longer.
+# The daemon answers within the worker's wall-clock bound (150 s); the socket waits a bit longer.
 _ANSWER_TIMEOUT_S = 180.0
 
 

@@ -67,3 +67,10 @@ def test_a_refused_round_says_why() -> None:
 
     with pytest.raises(WhatIfError, match="no-such-profile"):
         asyncio.run(plan_off_loop(job))
+
+
+def test_a_round_past_its_wall_clock_bound_is_killed_and_said_so() -> None:
+    job = _round(Question(simulated_s=36_000))
+
+    with pytest.raises(WhatIfError, match=r"took longer than 0\.5 s"):
+        asyncio.run(plan_off_loop(job, wall_limit_s=0.5))
