@@ -127,7 +127,7 @@ def resolves(reference: str, holder: str) -> bool:
     path, _, section = reference.partition("#")
     if path.startswith(FOREIGN_ROOTS) or PLACEHOLDER.search(path):
         return True
-    if path.startswith(SHIPPED_IN_WHEEL):
+    if path.startswith(SHIPPED_IN_WHEEL) and not (ROOT / path).exists():
         path = path.removeprefix(SHIPPED_IN_WHEEL)
     bases: tuple[Path, ...] = ((ROOT / holder).parent, ROOT)
     if path in WRITTEN_IN:
