@@ -16,6 +16,9 @@ from daemon.whatif.planning import WhatIfReport, plan
 from daemon.whatif.requests import Question, plan_request
 from daemon.whatif.series_snapshot import SeriesReader
 
+# A window covered for less than this share of what was asked is said so in the notes.
+_MOSTLY = 0.9
+
 
 @dataclass(frozen=True, slots=True)
 class Round:
@@ -48,5 +51,11 @@ def run_round(job: Round) -> WhatIfReport:
     summary = characterise(job.series, name, job.now, job.window_s)
     steps = observe_steps(job.series, name, job.now, job.window_s)
     request, notes = plan_request(job.instance, summary, steps, job.in_force, job.question)
+    if summary.window_s < _MOSTLY * job.window_s:
+        notes.insert(
+            0,
+            f"the metrics cover {summary.window_s:.0f} s of the {job.window_s:.0f} s asked"
+            " (the daemon started, or the server came up, since): the workload is that short one",
+        )
     report = plan(request)
     return dataclasses.replace(report, notes=(*notes, *report.notes))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -74,3 +75,11 @@ def test_a_round_past_its_wall_clock_bound_is_killed_and_said_so() -> None:
 
     with pytest.raises(WhatIfError, match=r"took longer than 0\.5 s"):
         asyncio.run(plan_off_loop(job, wall_limit_s=0.5))
+
+
+def test_a_window_shorter_than_asked_is_said_so() -> None:
+    job = dataclasses.replace(_round(Question(simulated_s=60)), window_s=3600.0)
+
+    report = run_round(job)
+
+    assert report.notes[0].startswith("the metrics cover 298 s of the 3600 s asked")
