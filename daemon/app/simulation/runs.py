@@ -126,11 +126,22 @@ def _controller(job: Job, run: VirtualRun) -> Controller:
     raise ValueError(message)
 
 
-def _governed(job: Job, run: VirtualRun, workload: Workload, *, gated: bool) -> EventLog:
-    """The daemon's own Governor over the run (see :mod:`daemon.app.simulation.governed`)."""
+def check_governed(job: Job) -> GovernorConfig:
+    """The governor's configuration and policies for ``job``, checked before anything runs.
+
+    Raises:
+        ConfigError: the configuration is broken (every problem, located).
+        ValueError: it has no [[vllm]] instance, or a policy does not load.
+    """
     config = load_simulation_config(job.config)
     instance_of(config)  # one [[vllm]] instance at least, or a clear error
     _check_policies(job, config)
+    return config
+
+
+def _governed(job: Job, run: VirtualRun, workload: Workload, *, gated: bool) -> EventLog:
+    """The daemon's own Governor over the run (see :mod:`daemon.app.simulation.governed`)."""
+    config = check_governed(job)
     policies = config.governor.model_copy(update={"policy_dirs": job.policy_dirs})
     with scratch_directory() as scratch:
         return govern(

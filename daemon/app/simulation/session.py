@@ -11,11 +11,13 @@ from typing import Any
 from daemon.app.simulation.names import (
     BASELINES,
     BEST_STATIC,
+    GOVERNOR,
     PER_PHASE,
+    RESTART_ONLY,
     STATIC_DEFAULT,
 )
 from daemon.app.simulation.reports import build
-from daemon.app.simulation.runs import Job, execute_all, static_name
+from daemon.app.simulation.runs import Job, check_governed, execute_all, static_name
 from daemon.app.simulation.tallies import RunTally
 from daemon.app.simulation.workloads import load
 from simulator.profiles import load_profile
@@ -77,6 +79,8 @@ def jobs_of(session: Session) -> list[Job]:
 def simulate(session: Session) -> tuple[dict[str, Any], dict[str, list[RunTally]]]:
     """Run the session; return the report and the tallies by controller."""
     check_controllers(session.controllers)
+    if any(name in (GOVERNOR, RESTART_ONLY) for name in session.controllers):
+        check_governed(session.template)  # a broken config fails now, not after the baselines
     jobs = jobs_of(session)
     results = execute_all(jobs, session.workers, _progress)
     by_controller: dict[str, list[RunTally]] = defaultdict(list)
