@@ -20,6 +20,7 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 import pytest
+from paho.mqtt.enums import CallbackAPIVersion
 
 from daemon.app.control_client import call_daemon, call_daemon_paged
 from tests.support.daemon import running_daemon, write_config
@@ -52,7 +53,7 @@ class Flood:
 
 
 def _flood(broker: Mosquitto, stop: threading.Event, sent: Flood) -> None:
-    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="flood")
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id="flood")
     client.max_queued_messages_set(10_000)
     client.connect(broker.host, broker.port)
     client.loop_start()
