@@ -5,10 +5,15 @@ their requests go to the target's vLLM ``url`` at most ``concurrency`` at a time
 that fails in a way worth retrying (429, 5xx, a connection refused while vLLM restarts) is sent
 again with backoff from ``retry_base_s`` up to ``retry_cap_s``, for up to ``retry_window_s``
 after its first failure. The default file limits are OpenAI's (200 MB, 50,000 requests).
+
+With ``inbox_target`` set, a file dropped into ``inbox_dir`` (``*.jsonl``, once its size has
+stayed the same for one ``inbox_poll_s``) is submitted as a job for that target; one that is
+refused gets a ``NAME.rejected.txt`` beside it saying why, file:line.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -28,3 +33,7 @@ class BatchSection(BaseModel):
     retry_cap_s: _Seconds = 30.0
     max_file_bytes: Annotated[int, Field(ge=1024, le=1 << 32)] = 200 * 1000 * 1000
     max_lines: Annotated[int, Field(ge=1, le=1_000_000)] = 50_000
+    inbox_dir: Path = Path("/var/lib/vllm-governor/batch-inbox")
+    # The [[vllm]] instance the inbox's files go to; empty: no inbox.
+    inbox_target: str = ""
+    inbox_poll_s: _Seconds = 5.0

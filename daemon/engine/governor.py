@@ -265,7 +265,7 @@ class Governor:
             tasks.append(EternalTask("admission loop", self._admission[0].run))
         tasks.extend(self._approvals.tasks())
         tasks.extend(self._notifications.tasks())
-        tasks.append(EternalTask("batch runner", self._batches.run))
+        tasks.extend(self._batches.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

@@ -113,3 +113,35 @@ def test_a_vllm_restart_mid_job_is_retried_not_written_as_errors(short_tmp: Path
     assert Tally.of(ids, path) == Tally(40, 0, 0, 0)
     assert done_at_kill < 40  # the restart came in the middle of the job
     assert row["sends"] >= 40
+
+
+def test_files_dropped_into_the_inbox_run_and_a_broken_one_is_refused_with_a_note(
+    short_tmp: Path,
+) -> None:
+    inbox = short_tmp / "inbox"
+    inbox.mkdir()
+    staged = short_tmp / "staging.jsonl"
+    ids = write_batch(staged, 10)
+    staged.rename(inbox / "night.jsonl")
+    (inbox / "broken.jsonl").write_text('{"custom_id": \n', encoding="utf-8")
+    extra = f'inbox_dir = "{inbox}"\ninbox_target = "main"\ninbox_poll_s = 0.2\n'
+    with sim_serve(short_tmp, "") as sim:
+        config = batch_config(short_tmp, sim.port, extra=extra)
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+
+            def jobs() -> list[dict[str, object]]:
+                listed: list[dict[str, object]] = json.loads(
+                    cli(config, "status", "--json").stdout
+                )["jobs"]
+                return listed
+
+            eventually(
+                lambda: [job["state"] for job in jobs()] == ["completed"], what="inbox job done"
+            )
+            eventually((inbox / "broken.rejected.txt").exists, what="the refusal's note")
+            listed = jobs()
+    assert [job["input"] for job in listed] == [str(inbox / "night.jsonl")]
+    assert Tally.of(ids, inbox / "night.jsonl") == Tally(10, 0, 0, 0)
+    note = (inbox / "broken.rejected.txt").read_text()
+    assert note.startswith(f"{inbox}/broken.jsonl:1: is not valid JSON")

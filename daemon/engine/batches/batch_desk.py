@@ -20,17 +20,18 @@ from typing import Any
 
 from daemon.batch.errors import BatchError, BatchFileError
 from daemon.batch.input_file import read_batch_file
-from daemon.batch.jobs import BatchJob, JobState, LineState
+from daemon.batch.jobs import BatchJob, JobState, LineState, result_path
 from daemon.batch.progress import eta_s
 from daemon.core.clock import Clock
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ControlError
 from daemon.core.settings import GovernorConfig
+from daemon.engine.batches.batch_inbox import BatchInbox
 from daemon.engine.batches.crash_points import CrashPoints
 from daemon.engine.batches.job_runner import JobRunner
 from daemon.engine.runtime.control_server import Caller, Handler
 from daemon.engine.runtime.paged_replies import PagedReplies
-from daemon.engine.runtime.supervisor import Readiness
+from daemon.engine.runtime.supervisor import EternalTask, Readiness
 from daemon.engine.storage.batch_ledger import BatchLedger
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,18 @@ class BatchDesk:
         self._runner: JobRunner | None = None
         # Jobs are kept for good: a long-lived daemon's list outgrows one reply.
         self._pages = PagedReplies(clock)
+        self._inbox = BatchInbox(config, self._accept_dropped, self.known)
 
     def close(self) -> None:
         """Close the ledger."""
         self._ledger.close()
+
+    def tasks(self) -> list[EternalTask]:
+        """The runner of the jobs, and the watcher of the inbox."""
+        return [EternalTask("batch runner", self.run), EternalTask("batch inbox", self._inbox.run)]
+
+    async def _accept_dropped(self, input_path: Path, target: str, by: str) -> BatchJob:
+        return await self.accept(input_path, target, by)
 
     def handlers(self) -> Mapping[str, Handler]:
         """The control commands, by name."""
@@ -107,50 +116,70 @@ class BatchDesk:
         if not isinstance(path, str) or not Path(path).is_absolute():
             message = "'path' must be the input file's absolute path"
             raise ControlError(message)
+        if not isinstance(target, str):
+            message = "'target' must be a [[vllm]] instance's name"
+            raise ControlError(message)
+        when = _deadline(deadline, self._clock.wall())
+        try:
+            job = await self.accept(Path(path), target, caller.user, deadline=when)
+        except BatchFileError as exc:
+            message = f"the file was refused, nothing of it will run:\n{exc}"
+            raise ControlError(message) from exc
+        return self._row(job)
+
+    async def accept(
+        self, input_path: Path, target: str, by: str, *, deadline: datetime | None = None
+    ) -> BatchJob:
+        """Validate ``input_path`` whole and queue it as a job for ``target``.
+
+        Raises:
+            BatchError: the target is unknown, the file is already a job or its result files
+                exist; BatchFileError: the file is invalid (every problem, file:line).
+        """
         config = self._config()
         targets = [instance.name for instance in config.vllm]
         if target not in targets:
             message = f"unknown target {target!r}: name a [[vllm]] instance ({', '.join(targets)})"
-            raise ControlError(message)
-        input_path = Path(path)
+            raise BatchError(message)
         self._refuse_shared_results(input_path)
-        try:
-            batch = await asyncio.to_thread(
-                read_batch_file,
-                input_path,
-                max_bytes=config.batch.max_file_bytes,
-                max_lines=config.batch.max_lines,
-            )
-        except BatchFileError as exc:
-            message = f"the file was refused, nothing of it will run:\n{exc}"
-            raise ControlError(message) from exc
+        batch = await asyncio.to_thread(
+            read_batch_file,
+            input_path,
+            max_bytes=config.batch.max_file_bytes,
+            max_lines=config.batch.max_lines,
+        )
+        self._refuse_shared_results(input_path)  # again: another submit may have come meanwhile
         job = BatchJob(
             job_id=f"batch_{secrets.token_hex(8)}",
             input_path=input_path,
             input_sha256=batch.sha256,
-            target=str(target),
+            target=target,
             state=JobState.QUEUED,
             submitted_at=self._clock.wall(),
-            deadline=_deadline(deadline, self._clock.wall()),
+            deadline=deadline,
             total=len(batch.lines),
-            reason=f"submitted by {caller.user}",
+            reason=f"submitted by {by}",
         )
         self._ledger.add(job, batch.lines)
         log.info("batch job submitted", extra={"job": job.job_id, "lines": job.total})
         self._wake.set()
-        return self._row(job)
+        return job
+
+    def known(self, input_path: Path) -> bool:
+        """Whether a job (in any state) was made of ``input_path``."""
+        return any(job.input_path == input_path for job in self._ledger.jobs())
 
     def _refuse_shared_results(self, input_path: Path) -> None:
         """A job's results are never mixed with another's: refuse when they would be."""
         for job in self._ledger.jobs():
             if job.input_path == input_path and not job.state.finished:
                 message = f"{input_path} is already job {job.job_id} ({job.state})"
-                raise ControlError(message)
-        probe = BatchJob("", input_path, "", "", JobState.QUEUED, self._clock.wall(), None, 0)
-        for result in (probe.output_path, probe.errors_path):
+                raise BatchError(message)
+        for kind in ("output", "errors"):
+            result = result_path(input_path, kind)
             if result.exists():
                 message = f"{result} already exists: move it away first (results are not mixed)"
-                raise ControlError(message)
+                raise BatchError(message)
 
     async def _status(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         if request.args.get("job") is not None:

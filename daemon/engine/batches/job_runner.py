@@ -91,9 +91,10 @@ class JobRunner:
         lines = await self._input_lines()
         if lines is None:
             return JobState.FAILED
-        written = [
-            custom_id for writer in self._writers.values() for custom_id in writer.reconcile()
-        ]
+        # Reading back a large output file takes a while: not on the event loop.
+        written = await asyncio.to_thread(
+            lambda: [cid for writer in self._writers.values() for cid in writer.reconcile()]
+        )
         self._ledger.reconcile(job.job_id, written)
         if job.state is JobState.CANCELLING or self._stop is JobState.CANCELLING:
             return self._finish(JobState.CANCELLED)
