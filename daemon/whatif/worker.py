@@ -3,9 +3,11 @@
 The daemon starts ``python -m daemon.whatif.worker LIMIT`` as an asyncio subprocess, writes
 the pickled :class:`~daemon.whatif.rounds.Round` to its stdin and reads the pickled
 :class:`~daemon.whatif.planning.WhatIfReport` from its stdout; nothing else runs in the
-daemon's process meanwhile. The worker lowers its own priority (``nice`` 10, so the daemon's
-loops win the CPU) and bounds its CPU time with ``RLIMIT_CPU``: past the limit the kernel
-ends it with SIGXCPU, and the daemon says so. A round that takes too long on the clock anyway
+daemon's process meanwhile. The worker bounds its CPU time (an interval timer on it, backed
+by ``RLIMIT_CPU``: past the limit the kernel ends it, and the daemon says so) and lowers its
+own priority (``nice`` 10, so the daemon's loops win the CPU) where the system allows it: the
+governor's systemd unit filters the resource-tuning system calls, and there the round runs at
+the daemon's priority. A round that takes too long on the clock anyway
 (the machine busy with other work) is killed at ``wall_limit_s``. A cancelled round (the caller
 hung up, the daemon is stopping) kills the worker and reaps it. Pickle is safe here: both ends
 are this program, over a pipe only they hold.
@@ -14,6 +16,7 @@ are this program, over a pipe only they hold.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import pickle
@@ -77,7 +80,7 @@ async def plan_off_loop(
     said = err.decode(errors="replace").strip().splitlines()
     if code == _EXIT_REFUSED and said:
         raise WhatIfError(said[-1])
-    if code in (-signal.SIGXCPU, -signal.SIGKILL):
+    if code in (-signal.SIGPROF, -signal.SIGXCPU, -signal.SIGKILL):
         message = f"the what-if ran past its CPU bound of {cpu_limit_s:g} s and was stopped"
         raise WhatIfError(message)
     last = said[-1] if said else "no output"
@@ -87,9 +90,8 @@ async def plan_off_loop(
 
 def main() -> int:
     """The worker's side: bound itself, read the request, plan, write the report."""
-    limit = math.ceil(float(sys.argv[1]))
-    os.nice(_PRIORITY)
-    resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 2))
+    _bound_cpu(float(sys.argv[1]))
+    _lower_priority()
     job = pickle.load(sys.stdin.buffer)  # noqa: S301 - the daemon's own request
     try:
         report = run_round(job)
@@ -98,6 +100,32 @@ def main() -> int:
         return _EXIT_REFUSED
     sys.stdout.buffer.write(pickle.dumps(report))
     return 0
+
+
+def _bound_cpu(limit_s: float) -> None:
+    """End this process after ``limit_s`` seconds of CPU time, with no privileged system call.
+
+    An interval timer on the process's CPU time (``ITIMER_PROF``) delivers SIGPROF, whose
+    default action ends the process; it needs none of the resource-tuning calls the governor's
+    unit filters (``SystemCallFilter=~@resources``: setrlimit, setpriority fail with EPERM).
+    ``RLIMIT_CPU`` backs it up two seconds later where it can be set (glibc sets it through
+    prlimit64, which that filter leaves alone).
+    """
+    signal.setitimer(signal.ITIMER_PROF, limit_s)
+    backstop = math.ceil(limit_s) + 2
+    # Where it cannot be set, the interval timer bounds the round on its own.
+    with contextlib.suppress(PermissionError, ValueError):
+        resource.setrlimit(resource.RLIMIT_CPU, (backstop, backstop + 2))
+
+
+def _lower_priority() -> None:
+    """``nice`` 10, so that the daemon's loops win the CPU, where the system allows it.
+
+    Under the governor's unit ``setpriority`` fails with EPERM; the round then runs at the
+    daemon's own priority, bounded in CPU and wall-clock time all the same.
+    """
+    with contextlib.suppress(PermissionError):
+        os.nice(_PRIORITY)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import pickle
+import subprocess
+import sys
 
 import pytest
 
@@ -14,6 +17,7 @@ from daemon.whatif.rounds import Round, run_round
 from daemon.whatif.series_snapshot import snapshot
 from daemon.whatif.worker import plan_off_loop
 from simulator.synthetic_workloads import GammaArrivals, LogNormalLengths, WorkloadSpec, generate
+from tests.support.syscall_filter import supported
 from tests.unit.whatif.metric_histories import INSTANCE, history
 
 INSTANCE_CONFIG = VllmInstance.model_validate(
@@ -83,3 +87,49 @@ def test_a_window_shorter_than_asked_is_said_so() -> None:
     report = run_round(job)
 
     assert report.notes[0].startswith("the metrics cover 298 s of the 3600 s asked")
+
+
+# The daemon's side of a round, in a process of its own: what `whatif` runs in the daemon.
+_ROUND_IN_A_DAEMON = """
+import asyncio, pickle, sys
+from daemon.whatif.errors import WhatIfError
+from daemon.whatif.worker import plan_off_loop
+job = pickle.load(sys.stdin.buffer)
+try:
+    report = asyncio.run(plan_off_loop(job, cpu_limit_s=float(sys.argv[1])))
+except WhatIfError as exc:
+    print("refused:", exc)
+else:
+    print("candidates:", len(report.ranked))
+"""
+
+
+def _under_the_units_filter(job: Round, cpu_limit_s: float) -> str:
+    """Run a round as the daemon does under its systemd unit's system call filter."""
+    if not supported():
+        pytest.skip("the seccomp wrapper is written for x86_64 Linux")
+    denied = ["setpriority", "setrlimit", "sched_setscheduler", "sched_setattr"]
+    wrapper = [sys.executable, "-m", "tests.support.syscall_filter", *denied, "--"]
+    done = subprocess.run(
+        [*wrapper, sys.executable, "-c", _ROUND_IN_A_DAEMON, str(cpu_limit_s)],
+        input=pickle.dumps(job),
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    return done.stdout.decode()
+
+
+def test_a_round_runs_under_the_units_system_call_filter() -> None:
+    # systemd/vllm-governor.service: SystemCallFilter=~@privileged @resources, EPERM. nice is
+    # denied there; before, the worker died on it ('the what-if worker failed (exit 1):
+    # PermissionError') and no round could run under the shipped unit.
+    said = _under_the_units_filter(_round(Question(simulated_s=60)), cpu_limit_s=60)
+
+    assert said.strip() == "candidates: 3"
+
+
+def test_the_cpu_bound_holds_under_the_units_system_call_filter() -> None:
+    said = _under_the_units_filter(_round(Question(simulated_s=36_000)), cpu_limit_s=1)
+
+    assert "ran past its CPU bound of 1 s" in said
