@@ -5,7 +5,8 @@ matters, then started again without the hook; the job must complete with every c
 the input exactly once in the result files. The deterministic moments come from the runner's
 test hook (``VLLM_GOVERNOR_TEST_BATCH_CRASH``: the process kills itself at that step), the
 mid-way one from the test's own ``kill -9`` while requests are in flight. Each case also checks
-what the disk held at the kill, so that it is known to have hit the window it names.
+what the disk held at the kill, so that it is known to have hit the window it names. A last
+case kills it half-way through writing a cancelled job's ``batch_cancelled`` lines.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pytest
 from tests.support.batches import (
     Tally,
     batch_config,
+    cli,
     eventually,
     job_status,
     ledger_counts,
@@ -104,3 +106,41 @@ def test_a_kill_9_loses_and_duplicates_no_line(short_tmp: Path, name: str) -> No
     lines = output_path.read_text(encoding="utf-8").splitlines()
     statuses = {json.loads(line)["response"]["status_code"] for line in lines}
     assert statuses == {200}
+
+
+def test_a_kill_9_in_the_middle_of_a_cancel_finishes_the_cancel(short_tmp: Path) -> None:
+    input_path = short_tmp / "jobs.jsonl"
+    errors_path = short_tmp / "jobs.errors.jsonl"
+    # Long answers, two at a time: the job is still running when the CLI pauses it.
+    ids = write_batch(input_path, LINES, max_tokens=256)
+    with sim_serve(short_tmp, "max-num-seqs: 8\n") as sim:
+        config = batch_config(short_tmp, sim.port, concurrency=2)
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+            job = submit(config, input_path)
+            eventually(lambda: job_status(config, job)["done"] >= 3, what="3 lines done")
+            assert cli(config, "pause", job).returncode == 0
+            eventually(lambda: job_status(config, job)["in_flight"] == 0, what="paused")
+        done_when_paused = ledger_counts(short_tmp / "state", job)["done"]
+        # Paused, the job writes nothing until the cancel: its 5th batch_cancelled line kills.
+        with running_daemon(config, env={HOOK: "written:5"}) as daemon:
+            daemon.wait_for("READY=1")
+            assert cli(config, "cancel", job).returncode == 0
+            assert daemon.process.wait(timeout=60) == -9, daemon.log_text()
+        at_kill = ledger_counts(short_tmp / "state", job)
+        written = line_count(errors_path)
+        assert (written, at_kill["done"]) == (5, done_when_paused + 4)
+        with running_daemon(config) as daemon:
+            daemon.wait_for("READY=1")
+            eventually(lambda: job_status(config, job)["state"] == "cancelled", what="cancelled")
+    tally = Tally.of(ids, input_path)
+    print(
+        f"\nkill -9 matrix | in the middle of a cancel | lines {tally.lines} | done when paused "
+        f"{done_when_paused} | cancelled lines at kill {written} | ledger at kill "
+        f"{dict(at_kill)} | lost {tally.lost} | duplicated {tally.duplicated} | "
+        f"errors {tally.errors}"
+    )
+    assert (tally.lost, tally.duplicated) == (0, 0)
+    assert tally.errors == LINES - done_when_paused
+    codes = {json.loads(line)["error"]["code"] for line in errors_path.read_text().splitlines()}
+    assert codes == {"batch_cancelled"}
