@@ -139,6 +139,13 @@ class Prometheus:
         process, self._process = self._process, None
         end_process(process, timeout_s=15)
 
+    def kill(self) -> None:
+        """Kill it at once (SIGKILL), as a crash or the OOM killer would; ``start`` brings it back."""
+        process, self._process = self._process, None
+        if process is not None:
+            process.kill()
+            process.wait()
+
     def __enter__(self) -> Self:
         self.start()
         return self
