@@ -9,7 +9,9 @@ cuts the file back to the last whole line, and that request is sent again. Nothi
 the file is ever written a second time, and nothing marked done is missing from it.
 
 The file is opened ``O_APPEND`` and each line goes out in one ``write``; a newly created file
-has its directory ``fsync``-ed too, so that the file itself survives a power cut.
+has its directory ``fsync``-ed too, so that the file itself survives a power cut. A result file
+that is a symbolic link is refused (``O_NOFOLLOW``): the daemon writes where the input is, and a
+link planted there must not send its writes elsewhere.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import json
 import os
 from pathlib import Path
 from typing import Any
+
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
 
 
 class ResultWriter:
@@ -69,7 +73,7 @@ class ResultWriter:
     def _open(self) -> int:
         if self._fd is None:
             created = not self.path.exists()
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+            self._fd = os.open(self.path, _APPEND_FLAGS, 0o640)
             if created:
                 directory = os.open(self.path.parent, os.O_RDONLY)
                 try:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from daemon.batch.result_files import ResultWriter
 from daemon.batch.result_lines import ResultFile, answered, failed
 
@@ -38,6 +40,15 @@ def test_a_garbled_line_ends_the_usable_part(tmp_path: Path) -> None:
     path.write_bytes(_result("x") + b"\0\0\0\0\n" + _result("y"))
     assert ResultWriter(path).reconcile() == ["x"]
     assert path.read_bytes() == _result("x")
+
+
+def test_a_result_file_that_is_a_symbolic_link_is_refused(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere.txt"
+    link = tmp_path / "a.output.jsonl"
+    link.symlink_to(elsewhere)  # dangling: exists() says no file is there
+    with pytest.raises(OSError, match="Too many levels of symbolic links"):
+        ResultWriter(link).append(_result("x"))
+    assert not elsewhere.exists()
 
 
 def test_a_missing_file_holds_nothing(tmp_path: Path) -> None:
