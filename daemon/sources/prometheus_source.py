@@ -1,7 +1,13 @@
 """The Prometheus source: one PromQL instant query per signal, on the polling runner.
 
-prometheus-api-client is synchronous, so each query runs in a worker thread. Its errors are
-translated here, at the boundary. A query that fails or comes back empty leaves its signal
+prometheus-api-client is synchronous, so each query runs in a thread of its own, one call of
+that query at a time (:class:`~daemon.sources.blocking_calls.OneCallAtATime`), never in asyncio's
+shared pool: requests' timeout bounds each read, not the answer, so a server that trickles its
+answer never times out, and every poll the runner gave up on kept a thread of that pool until
+it was full and nothing else that needed it (a host name's resolution, the stop) could run
+(issue 15). Now such a query is "not returned yet" at the next poll, its signal has no data,
+and it costs one thread, however long it hangs. Its errors are translated here, at the
+boundary. A query that fails or comes back empty leaves its signal
 without a sample this time ("no data", never a zero) and is logged once per change of that
 signal's state; the others still count. Only when no query gets an answer at all is the
 source down: :class:`SourceUnavailable` when Prometheus cannot be reached,
@@ -26,6 +32,7 @@ from prometheus_api_client.prometheus_connect import PrometheusConnect
 from urllib3.util.retry import Retry
 
 from daemon.core.errors import MetricsParseError, SourceUnavailable
+from daemon.sources.blocking_calls import OneCallAtATime
 from daemon.sources.polling import PollResult
 from daemon.sources.prometheus_results import NoData, QueryFailure, to_samples
 from daemon.sources.samples import Sample
@@ -35,7 +42,7 @@ log = logging.getLogger(__name__)
 # Each query may use this share of the poll's timeout, so that one slow query becomes "no
 # data" for its own signal before the runner gives up on the whole poll.
 QUERY_SHARE_OF_TIMEOUT = 0.8
-# Queries in flight at once: enough to overlap round trips, few enough for the thread pool.
+# Queries in flight at once: enough to overlap round trips, few threads at a time.
 MAX_PARALLEL_QUERIES = 4
 # The library reports an HTTP error only as this text.
 _HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3})")
@@ -83,6 +90,7 @@ class PrometheusSource:
         self._client: PrometheusConnect | None = None
         self._parallel = asyncio.Semaphore(MAX_PARALLEL_QUERIES)
         self._states: dict[str, NoData | None] = dict.fromkeys(self.queries)
+        self._calls = {name: OneCallAtATime(f"the query {name!r}") for name in self.queries}
 
     async def __aenter__(self) -> Self:
         """Build the HTTP client (no I/O yet)."""
@@ -118,7 +126,10 @@ class PrometheusSource:
 
     async def _query(self, name: str, now: float) -> Outcome:
         async with self._parallel:
-            return await asyncio.to_thread(self._query_blocking, name, now)
+            try:
+                return await self._calls[name].run(lambda: self._query_blocking(name, now))
+            except SourceUnavailable as exc:  # the last call of this query still hangs
+                return QueryFailure(NoData.UNREACHABLE, str(exc))
 
     def _query_blocking(self, name: str, now: float) -> Outcome:
         client = self._client
