@@ -24,7 +24,7 @@ from typing import Any
 
 from daemon.sources.catalogue import CATALOGUE, CatalogueEntry
 from daemon.sources.declarations import SignalDeclaration, unit_of
-from daemon.sources.derived import DERIVED_SIGNALS, derive
+from daemon.sources.derived import DERIVED_SIGNALS, DerivedValue, derive
 from daemon.sources.domains import Domain, unit_domain
 from daemon.sources.registry import BUILTIN
 from daemon.sources.samples import Labels, SeriesKey
@@ -72,13 +72,16 @@ def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
     With ``context.only``, the catalogue signals named there and nothing else.
     """
     rows: list[SignalRow] = []
+    # A derived signal is computed once for every target at a time: what each target's rows
+    # (and each entry sharing it, errors_per_s and aborts_per_s) pick from it.
+    derived: dict[str, dict[Labels, DerivedValue]] = {}
     if context.only is not None:
         for name in sorted(context.only):
             if name in CATALOGUE:
-                rows.extend(_catalogue_rows(store, CATALOGUE[name], context))
+                rows.extend(_catalogue_rows(store, CATALOGUE[name], context, derived))
         return rows
     for entry in CATALOGUE.values():
-        rows.extend(_catalogue_rows(store, entry, context))
+        rows.extend(_catalogue_rows(store, entry, context, derived))
     rows.extend(_other_rows(store, context))
     seen = set(store.names())
     for declaration in context.declared:
@@ -90,11 +93,19 @@ def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
 
 
 def _catalogue_rows(
-    store: SignalStore, entry: CatalogueEntry, context: ViewContext
+    store: SignalStore,
+    entry: CatalogueEntry,
+    context: ViewContext,
+    derived: dict[str, dict[Labels, DerivedValue]],
 ) -> Iterable[SignalRow]:
     for target in context.targets:
         found = False
-        for row in (_gauge_rows if entry.series else _derived_rows)(store, entry, target, context):
+        rows = (
+            _gauge_rows(store, entry, target, context)
+            if entry.series
+            else _derived_rows(store, entry, target, context, derived)
+        )
+        for row in rows:
             found = True
             yield row
         if not found:
@@ -121,11 +132,18 @@ def _gauge_rows(
 
 
 def _derived_rows(
-    store: SignalStore, entry: CatalogueEntry, target: str, context: ViewContext
+    store: SignalStore,
+    entry: CatalogueEntry,
+    target: str,
+    context: ViewContext,
+    computed: dict[str, dict[Labels, DerivedValue]],
 ) -> Iterable[SignalRow]:
     assert entry.derived is not None
     derived = DERIVED_SIGNALS[entry.derived]
-    values = derive(store, derived, context.now, context.window_s, context.stale_after)
+    values = computed.get(entry.derived)
+    if values is None:
+        values = derive(store, derived, context.now, context.window_s, context.stale_after)
+        computed[entry.derived] = values
     for labels, result in sorted(values.items()):
         pairs = dict(labels)
         if pairs.get("instance") != target or any(pairs.get(k) != v for k, v in entry.only):

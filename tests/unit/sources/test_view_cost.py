@@ -1,0 +1,44 @@
+"""The view's cost grows with the servers, not with their square (issue 15, finding 10).
+
+Each derived signal (a rate, a quantile) is computed for every server at once; the view asked
+for it once per server and kept that server's values, so N servers paid N times for each.
+The store below is a real one that counts the windows read, one per counter per signal.
+"""
+
+from __future__ import annotations
+
+from daemon.sources.samples import SeriesKey
+from daemon.sources.store import Point, SignalStore
+from daemon.sources.view import ViewContext, signal_rows
+from daemon.sources.vllm_metrics import parse_vllm_metrics
+from tests.unit.sources.vllm_pages import V0_33
+
+
+class WindowCountingStore(SignalStore):
+    """A signal store that counts the windows of points read from it."""
+
+    windows_read = 0
+
+    def points(self, key: SeriesKey, since: float = float("-inf")) -> list[Point]:
+        """Count, then read as the store does."""
+        self.windows_read += 1
+        return super().points(key, since)
+
+
+def _windows_read_per_server(servers: int) -> float:
+    store = WindowCountingStore()
+    targets = tuple(f"server-{index}" for index in range(servers))
+    for at in (40.0, 70.0, 100.0):
+        for target in targets:
+            scrape = parse_vllm_metrics(V0_33, instance=target, at=at, source=f"vllm/{target}")
+            store.add(scrape.samples)
+    context = ViewContext(now=100.0, window_s=60.0, stale_after=lambda _: 10.0, targets=targets)
+    rows = signal_rows(store, context)
+    assert {row.target for row in rows if row.name == "ttft_p95_s"} == set(targets)
+    return store.windows_read / servers
+
+
+def test_each_server_costs_the_same_windows_however_many_servers_there_are() -> None:
+    one, sixteen = _windows_read_per_server(1), _windows_read_per_server(16)
+    assert one > 0
+    assert sixteen == one  # was 16 x one: every server's derived signals once per server
