@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,23 @@ def test_mqtt_telemetry_prometheus_queries_and_published_events(short_tmp: Path)
             )
             assert mqtt[0]["labels"] == {"rack": "r12"}
             assert mqtt[0]["value"] == 24.5
+            # Every source says whether it is up, MQTT's connection too (the stale-source
+            # alert reads this family).
+            up = _metrics(config.read_text())
+            for source in ("mqtt", "prometheus"):
+                assert f'vllm_governor_source_up{{source="{source}"}}' in up, up
+            assert 'vllm_governor_source_up{source="mqtt"} 1.0' in up
             assert daemon.process.poll() is None
+
+
+def _metrics(config_text: str) -> str:
+    port = next(
+        line.split("=")[1].strip()
+        for line in config_text.splitlines()
+        if line.startswith("listen_port")
+    )
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
 
 
 async def _listen_then_wait(broker: Mosquitto, daemon: Any) -> dict[str, Any]:

@@ -9,12 +9,13 @@ picture: a vLLM still loading is a known state ("starting"), not a reason to del
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
@@ -25,7 +26,7 @@ from daemon.engine.runtime.supervisor import EternalTask, Readiness
 from daemon.sources import mqtt_signals, prometheus_signals
 from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.gate_source import gate_source
-from daemon.sources.health import HealthBoard
+from daemon.sources.health import HealthBoard, SourceState
 from daemon.sources.host_source import HostSource
 from daemon.sources.metric_pages import PageLimits
 from daemon.sources.nvml_presence import nvml_library_missing
@@ -51,7 +52,23 @@ BACKOFF_INTERVALS = 5.0
 @dataclass(frozen=True, slots=True)
 class _SourceMetrics:
     polls: Counter
-    up: Gauge
+
+
+class _SourceUp:
+    """``vllm_governor_source_up`` from the sources' health: polling ones and MQTT alike."""
+
+    def __init__(self, health: HealthBoard) -> None:
+        self._health = health
+
+    def collect(self) -> Iterator[Metric]:
+        up = GaugeMetricFamily(
+            "vllm_governor_source_up",
+            "1 when the source's last attempt succeeded (a poll; MQTT: connected).",
+            labels=["source"],
+        )
+        for health in self._health.all():
+            up.add_metric([health.source], 1.0 if health.state is SourceState.UP else 0.0)
+        yield up
 
 
 class SignalPlane:
@@ -103,6 +120,7 @@ class SignalPlane:
         # vLLM instances only: the catalogue's signals are theirs, not a live service's.
         self._targets = tuple(instance.name for instance in config.vllm)
         self._metrics = _register_metrics(registry, self.store)
+        registry.register(_SourceUp(self.health))
 
     def tasks(self) -> list[EternalTask]:
         """The polling sources, the MQTT subscriber and publisher when configured."""
@@ -147,7 +165,6 @@ class SignalPlane:
 
     def _count(self, source: str, ok: bool) -> None:
         self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
-        self._metrics.up.labels(source=source).set(1 if ok else 0)
 
     def rows(
         self, prefix: str = "", window_s: float | None = None, only: frozenset[str] | None = None
@@ -257,12 +274,6 @@ def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _Sourc
         ["source", "outcome"],
         registry=registry,
     )
-    up = Gauge(
-        "vllm_governor_source_up",
-        "1 when the source's last poll succeeded.",
-        ["source"],
-        registry=registry,
-    )
     Gauge(
         "vllm_governor_signal_series", "Series held in the signal store.", registry=registry
     ).set_function(lambda: store.series_count)
@@ -277,4 +288,4 @@ def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _Sourc
         registry=registry,
     ).set_function(lambda: store.evicted_series)
 
-    return _SourceMetrics(polls, up)
+    return _SourceMetrics(polls)
