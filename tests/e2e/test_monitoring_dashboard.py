@@ -238,6 +238,7 @@ def test_every_panel_of_the_dashboard_shows_data_from_a_real_governor(short_tmp:
                 f'vllm_governor_quarantines{{job="{JOB}"}}': 0.0,
                 f'vllm_governor_config_last_reload_successful{{job="{JOB}"}}': 1.0,
                 f'sum(vllm_governor_actuations_total{{job="{JOB}", target="main", state="refused"}})': None,
+                f'sum(vllm_governor_actuation_refusals_total{{job="{JOB}", target="main"}})': None,
                 f'sum(vllm_governor_approval_outcomes_total{{job="{JOB}", state="expired"}})': None,
                 f'sum(vllm_governor_decisions_total{{job="{JOB}", policy="busy-note", guard="budget"}})': None,
                 f'sum(vllm_governor_gate_cap_changes_total{{job="{JOB}", target="main", outcome="refused"}})': None,

@@ -280,6 +280,18 @@ ROWS: tuple[Row, ...] = (
                 ),
             ),
             Panel(
+                "Refusals since start, by check",
+                "Which check refused changes of vLLM servers (envelope, budget, dwell, freeze, "
+                "in_flight, no_baseline...): one count per check that said no.",
+                (
+                    Query(
+                        "sum by (instance, target, guard) "
+                        f"({series('vllm_governor_actuation_refusals_total')})",
+                        "{{instance}} {{target}} {{guard}}",
+                    ),
+                ),
+            ),
+            Panel(
                 "Quarantined policies",
                 "Policies quarantined on each target after a reverted change, until a person "
                 "lifts them (vllm-governor quarantine).",

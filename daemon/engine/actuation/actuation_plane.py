@@ -88,6 +88,13 @@ class ActuationPlane:
             ["target", "state"],
             registry=registry,
         )
+        self._refusals = Counter(
+            "vllm_governor_actuation_refusals",
+            "Checks that refused a change of a vLLM server, by target and check (envelope, "
+            "budget, freeze, in_flight...): one count per check that said no.",
+            ["target", "guard"],
+            registry=registry,
+        )
         self._on_applied = on_applied
         self._record = record
         # Live log levels of other services, on the same journal, reported like vLLM changes.
@@ -269,6 +276,8 @@ class ActuationPlane:
 
     def _report(self, result: ActuationResult) -> None:
         self._changes.labels(target=result.target, state=result.state).inc()
+        for guard, _why in result.refusals:
+            self._refusals.labels(target=result.target, guard=guard).inc()
         log.info(
             "change outcome",
             extra={
