@@ -1,34 +1,36 @@
 """The Prometheus source: one PromQL instant query per signal, on the polling runner.
 
-prometheus-api-client is synchronous, so each query runs in a thread of its own, one call of
-that query at a time (:class:`~daemon.sources.blocking_calls.OneCallAtATime`), never in asyncio's
-shared pool: requests' timeout bounds each read, not the answer, so a server that trickles its
-answer never times out, and every poll the runner gave up on kept a thread of that pool until
-it was full and nothing else that needed it (a host name's resolution, the stop) could run
-(issue 15). Now such a query is "not returned yet" at the next poll, its signal has no data,
-and it costs one thread, however long it hangs. Its errors are translated here, at the
-boundary. A query that fails or comes back empty leaves its signal
-without a sample this time ("no data", never a zero) and is logged once per change of that
-signal's state; the others still count. Only when no query gets an answer at all is the
-source down: :class:`SourceUnavailable` when Prometheus cannot be reached,
-:class:`~daemon.core.errors.MetricsParseError` when what answers is not Prometheus.
+Each query is a GET of ``/api/v1/query`` with requests, which is synchronous, so it runs in a
+thread of its own, one call of that query at a time
+(:class:`~daemon.sources.blocking_calls.OneCallAtATime`), never in asyncio's shared pool:
+requests' timeout bounds each read, not the answer, so a server that trickles its answer never
+times out, and every poll the runner gave up on kept a thread of that pool until it was full
+and nothing else that needed it (a host name's resolution, the stop) could run (issue 15). Now
+such a query is "not returned yet" at the next poll, its signal has no data, and it costs one
+thread however long it hangs. An answer is read as a stream, at most :data:`MAX_ANSWER_BYTES`
+of it: read whole, an answer that never ends took the daemon's memory at 200 MB a second.
 
-The library's own retries are switched off (the runner retries, with backoff), and so is the
-use of proxies from the environment, as for every other source.
+A query that fails or comes back empty leaves its signal without a sample this time ("no
+data", never a zero) and is logged once per change of that signal's state; the others still
+count. Only when no query gets an answer at all is the source down: :class:`SourceUnavailable`
+when Prometheus cannot be reached, :class:`~daemon.core.errors.MetricsParseError` when what
+answers is not Prometheus. Errors are translated here, at the boundary.
+
+Retries are switched off (the runner retries, with backoff), and so is the use of proxies from
+the environment, as for every other source.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Self
 
 import requests
-from prometheus_api_client.exceptions import PrometheusApiClientException
-from prometheus_api_client.prometheus_connect import PrometheusConnect
+from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from daemon.core.errors import MetricsParseError, SourceUnavailable
@@ -44,8 +46,10 @@ log = logging.getLogger(__name__)
 QUERY_SHARE_OF_TIMEOUT = 0.8
 # Queries in flight at once: enough to overlap round trips, few threads at a time.
 MAX_PARALLEL_QUERIES = 4
-# The library reports an HTTP error only as this text.
-_HTTP_STATUS = re.compile(r"HTTP Status Code (\d{3})")
+# An instant query's answer for the governor is a few hundred bytes a series; one this large is
+# not an answer it can use, and holding it would cost the daemon its memory budget.
+MAX_ANSWER_BYTES = 4 << 20
+_CHUNK_BYTES = 64 << 10
 
 Outcome = tuple[Sample, ...] | QueryFailure
 
@@ -87,7 +91,7 @@ class PrometheusSource:
         self.timeout_s = timeout_s
         self.keep_labels = frozenset(keep_labels)
         self._ca_file = ca_file
-        self._client: PrometheusConnect | None = None
+        self._session: requests.Session | None = None
         self._parallel = asyncio.Semaphore(MAX_PARALLEL_QUERIES)
         self._states: dict[str, NoData | None] = dict.fromkeys(self.queries)
         self._calls = {name: OneCallAtATime(f"the query {name!r}") for name in self.queries}
@@ -97,16 +101,17 @@ class PrometheusSource:
         session = requests.Session()
         session.trust_env = False  # no proxies or netrc from the environment
         session.verify = str(self._ca_file) if self._ca_file else True
-        self._client = PrometheusConnect(
-            self.url, disable_ssl=False, retry=Retry(total=0), session=session
-        )
+        adapter = HTTPAdapter(max_retries=Retry(total=0))  # the runner retries, with backoff
+        session.mount("http://", adapter)
+        session.mount("https://", adapter)
+        self._session = session
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
         """Close the HTTP client's connections."""
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        if self._session is not None:
+            self._session.close()
+            self._session = None
 
     async def poll(self, now: float) -> PollResult:
         """Run every query once; raise when none got an answer."""
@@ -132,27 +137,31 @@ class PrometheusSource:
                 return QueryFailure(NoData.UNREACHABLE, str(exc))
 
     def _query_blocking(self, name: str, now: float) -> Outcome:
-        client = self._client
-        if client is None:
+        session = self._session
+        if session is None:
             message = "the Prometheus source is used outside its async with block"
             raise RuntimeError(message)
         timeout = self.timeout_s * QUERY_SHARE_OF_TIMEOUT
         try:
             # The query timeout goes to Prometheus too, so that it stops evaluating in time.
-            result = client.custom_query(
-                self.queries[name],
-                params={"timeout": f"{timeout:g}"},
-                # Annotated int by the library, but handed to requests, which takes seconds.
-                timeout=timeout,  # type: ignore[arg-type]
-            )
-        except PrometheusApiClientException as exc:
-            return _http_failure(str(exc))
-        except requests.exceptions.JSONDecodeError as exc:
-            return QueryFailure(NoData.GARBAGE, f"not JSON: {exc}")
+            params = {"query": self.queries[name], "timeout": f"{timeout:g}"}
+            with session.get(
+                f"{self.url}/api/v1/query", params=params, timeout=timeout, stream=True
+            ) as response:
+                status, body = response.status_code, _bounded_body(response)
         except requests.exceptions.RequestException as exc:
             return QueryFailure(NoData.UNREACHABLE, _short(f"{type(exc).__name__}: {exc}"))
+        if body is None:
+            message = f"an answer larger than {MAX_ANSWER_BYTES >> 20} MiB, not read further"
+            return QueryFailure(NoData.GARBAGE, message)
+        if status != 200:
+            return _http_failure(status, body)
+        try:
+            result = json.loads(body)["data"]["result"]
+        except ValueError as exc:  # covers UnicodeDecodeError and json.JSONDecodeError
+            return QueryFailure(NoData.GARBAGE, _short(f"not JSON: {exc}"))
         except (KeyError, TypeError) as exc:  # JSON, but without data.result
-            return QueryFailure(NoData.GARBAGE, f"JSON without data.result ({exc!r})")
+            return QueryFailure(NoData.GARBAGE, _short(f"JSON without data.result ({exc!r})"))
         return to_samples(name, result, self.keep_labels, now, self.name)
 
     def _note(self, name: str, outcome: Outcome) -> None:
@@ -187,9 +196,20 @@ def _raise_if_down(url: str, failures: list[QueryFailure]) -> None:
         raise MetricsParseError(message, detail="garbage")
 
 
-def _http_failure(text: str) -> QueryFailure:
-    match = _HTTP_STATUS.search(text)
-    status = int(match.group(1)) if match else 0
+def _bounded_body(response: requests.Response) -> bytes | None:
+    """The answer's body, or None once it passes :data:`MAX_ANSWER_BYTES` (the rest unread)."""
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_content(_CHUNK_BYTES):
+        size += len(chunk)
+        if size > MAX_ANSWER_BYTES:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _http_failure(status: int, body: bytes) -> QueryFailure:
+    text = f"HTTP Status Code {status} ({body[:200]!r})"
     # 4xx: Prometheus answered and refused this query (bad PromQL, 422 execution error);
     # 5xx: the server (or a proxy in front of it) is not able to answer at all.
     if 400 <= status < 500:
