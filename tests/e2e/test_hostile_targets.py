@@ -12,17 +12,14 @@ global cap, which never let go, so the healthy target's signals were never store
 
 from __future__ import annotations
 
-import itertools
 import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 import tomllib
 import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +27,10 @@ import pytest
 
 from daemon.app.control_client import call_daemon_paged
 from daemon.core.errors import ControlError
-from tests.support.daemon import RunningDaemon, running_daemon, write_config
+from tests.support.daemon import running_daemon, write_config
 from tests.support.fixture_exporter import FixtureExporter, Script
 from tests.support.hostile_metrics import HostileServer, cardinality_bomb, ok_head, trickle
+from tests.support.hostile_watch import WATCHDOG_USEC, watchdog_gaps
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
 WATCH_S = 40.0
@@ -91,33 +89,6 @@ def test_a_slowloris_metrics_server_leaves_the_healthy_target_fresh_and_the_stop
             assert time.monotonic() - started < 3.0, "a stop does not wait for a slow page"
 
 
-# Armed at 4 s, the daemon pings every 2 s; a gap of 4 s is a ping systemd never got in time.
-WATCHDOG_USEC = 4_000_000
-
-
-@contextmanager
-def _watchdog_gaps(daemon: RunningDaemon) -> Iterator[list[float]]:
-    """The gaps between the daemon's watchdog pings, heard by a thread while the body runs."""
-    pings: list[float] = []
-    gaps: list[float] = []
-    done = threading.Event()
-
-    def listen() -> None:
-        while not done.is_set():
-            message = daemon.receive(0.2)
-            if message is not None and "WATCHDOG=1" in message.splitlines():
-                pings.append(time.monotonic())
-
-    listener = threading.Thread(target=listen, name="watchdog listener", daemon=True)
-    listener.start()
-    try:
-        yield gaps
-    finally:
-        done.set()
-        listener.join(timeout=5)
-        gaps.extend(later - earlier for earlier, later in itertools.pairwise(pings))
-
-
 def _signals_json(config: Path) -> dict[str, Any]:
     """``vllm-governor signals --json`` as a user runs it, against the running daemon."""
     result = subprocess.run(
@@ -166,7 +137,7 @@ def test_pages_beyond_their_bounds_are_refused_and_the_watchdog_never_misses(
         daemon = stack.enter_context(running_daemon(config, watchdog_usec=WATCHDOG_USEC))
         daemon.wait_for("READY=1")
         bad: list[str] = []
-        with _watchdog_gaps(daemon) as gaps:
+        with watchdog_gaps(daemon) as gaps:
             deadline = time.monotonic() + 15
             while time.monotonic() < deadline:  # the first scrapes; the watch below judges
                 try:
