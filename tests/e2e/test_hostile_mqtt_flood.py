@@ -3,8 +3,8 @@
 Part of the hostile-world suite (issue 15). A publisher floods a real Mosquitto for
 :data:`FLOOD_S` seconds, as fast as it can up to :data:`RATE` messages a second, on the topics
 the daemon subscribes to: most on one scalar topic, a share on ever new topics under a
-wildcard subscription (each a new series: a cardinality bomb over MQTT), and some payloads of
-a megabyte. The daemon keeps pinging its watchdog in time, its memory stays bounded, the MQTT
+wildcard subscription (each a new series: a cardinality bomb over MQTT), some garbage, and some
+payloads of a megabyte. The daemon keeps pinging its watchdog in time, its memory stays bounded, the MQTT
 source holds no more series than its quota, and the vLLM target beside it stays fresh.
 """
 
@@ -35,6 +35,7 @@ RATE = 20_000
 FLOOD_S = 10.0
 QUOTA = 300  # signals.max_series_per_source
 OVERSIZED = b"[" + b"1," * (512 << 10) + b"1]"  # a megabyte of JSON, 16 times the bound
+GARBAGE = b"\x1b[2J\xff\xfe not a reading"
 # The daemon's memory at rest is about 60 MiB; the store's budget at QUOTA series per source is
 # a few MiB, and the incoming queue holds messages, not bytes (see the report at the bottom).
 RSS_BOUND_MIB = 250
@@ -49,6 +50,7 @@ class Flood:
     messages: int = 0
     topics: int = 0
     oversized: int = 0
+    garbage: int = 0
     seconds: float = 0.0
 
 
@@ -67,6 +69,9 @@ def _flood(broker: Mosquitto, stop: threading.Event, sent: Flood) -> None:
                 if n % 500 == 0:
                     client.publish("flood/hall/reading", OVERSIZED)
                     sent.oversized += 1
+                elif n % 7 == 0:
+                    client.publish("flood/value", GARBAGE)
+                    sent.garbage += 1
                 elif n % 4 == 0:
                     client.publish(f"flood/device-{sent.topics}/reading", b"1.5")
                     sent.topics += 1
@@ -135,7 +140,7 @@ def test_an_mqtt_flood_leaves_the_daemon_bounded_on_time_and_the_vllm_target_fre
             print(
                 f"mqtt flood: sent {sent.messages} messages in {sent.seconds:.1f} s"
                 f" ({sent.messages / sent.seconds:.0f}/s), {sent.topics} distinct topics,"
-                f" {sent.oversized} payloads of {len(OVERSIZED) >> 10} KiB"
+                f" {sent.oversized} payloads of {len(OVERSIZED) >> 10} KiB, {sent.garbage} of garbage"
             )
             assert daemon.process.poll() is None
             watch.assert_healthy_served()
@@ -151,15 +156,19 @@ def test_an_mqtt_flood_leaves_the_daemon_bounded_on_time_and_the_vllm_target_fre
             assert _own_metric(config, "vllm_governor_signal_samples_dropped") > 0
             flood_value = [row for row in mqtt_rows if row["name"] == "flood_value"]
             assert [row["state"] for row in flood_value] == ["ok"], flood_value
-            # The megabyte payloads are refused unread, and said so once, not once a message.
-            refusals = [
-                record
+            # The megabyte payloads are refused unread, the garbage refused too, and each said
+            # once for its subscription, not once a message.
+            refusals = {
+                record.get("subscription"): record.get("reason")
                 for record in daemon.log_records()
                 if record.get("msg") == "mqtt payloads rejected"
-            ]
-            assert [record.get("reason") for record in refusals] == [
-                "payload larger than 64 KiB"
-            ], refusals
+            }
+            assert refusals == {
+                "flood/+/reading": "payload larger than 64 KiB",
+                "flood/value": "payload is not UTF-8 JSON or a plain number",
+            }, refusals
+            lines = [line for line in daemon.log_text().splitlines() if "payloads rejected" in line]
+            assert len(lines) == 2, lines
             sources = {s["source"]: s for s in call_daemon(socket, "status")["sources"]}
             assert sources["mqtt"]["state"] == "up", sources["mqtt"]
             assert "Traceback" not in daemon.log_text()
