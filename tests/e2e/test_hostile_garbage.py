@@ -1,11 +1,12 @@
-"""Garbage and duplicated pages beside a healthy target: each shown down with its reason.
+"""Garbage, duplicated and implausible pages beside a healthy target, each shown with its reason.
 
 Part of the hostile-world suite (issue 15): a metrics server that answers noise, a page cut
 off mid-line, a valid page ending in garbage, HTML or JSON with HTTP 200, bytes that are not
-HTTP at all, a body shorter than its ``Content-Length``, or one series twice. The daemon stays
-up, pings its watchdog in time, keeps the healthy target fresh, and shows every hostile target
-down with the reason (as plain text: a page's escapes never reach an operator's terminal), none
-of their values stored.
+HTTP at all, a body shorter than its ``Content-Length``, or one series twice; and one that
+serves a well-formed page of implausible values. The daemon stays up, pings its watchdog in
+time, keeps the healthy target fresh, shows every broken target down with the reason (as plain
+text: a page's escapes never reach an operator's terminal), none of their values stored, and
+the implausible values as ``implausible``, with the reason, never as values.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from tests.support.hostile_watch import WATCHDOG_USEC, wait_until_fresh, watchin
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
 PAGE = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
 RUNNING = b'vllm:num_requests_running{engine="0",model_name="Qwen/Qwen3-8B"} 12.0\n'
+KV = b'vllm:kv_cache_usage_perc{engine="0",model_name="Qwen/Qwen3-8B"} 0.8125\n'
+# A well-formed page whose values cannot be: shown implausible, never as values.
+LIAR = PAGE.replace(RUNNING, RUNNING.replace(b"12.0", b"-3")).replace(
+    KV, KV.replace(b"0.8125", b"7.5")
+)
 WATCH_S = 12.0
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
@@ -84,9 +90,9 @@ def test_garbage_pages_are_shown_down_with_the_reason_and_the_healthy_target_sta
             name: stack.enter_context(HostileServer(answer(raw))).base_url
             for name, (raw, _, _) in ANSWERS.items()
         }
-        extra = _instance("healthy", healthy.base_url) + "".join(
-            _instance(name, url) for name, url in urls.items()
-        )
+        liar = stack.enter_context(FixtureExporter(Script(metrics=LIAR)))
+        extra = _instance("healthy", healthy.base_url) + _instance("liar", liar.base_url)
+        extra += "".join(_instance(name, url) for name, url in urls.items())
         config = write_config(short_tmp, extra=extra)
         socket = short_tmp / "control.sock"
         daemon = stack.enter_context(running_daemon(config, watchdog_usec=WATCHDOG_USEC))
@@ -110,6 +116,17 @@ def test_garbage_pages_are_shown_down_with_the_reason_and_the_healthy_target_sta
             assert entry["last_error"].isprintable(), entry
         rows = call_daemon_paged(socket, "signals", "signals", prefix="")["signals"]
         assert not [row for row in rows if row["target"] in urls and row["value"] is not None]
+        # The liar's page is read (its source up); the values that cannot be are shown so.
+        assert sources["vllm/liar"]["state"] == "up", sources["vllm/liar"]
+        lies = {
+            row["name"]: row
+            for row in rows
+            if row["target"] == "liar" and "engine" not in row["labels"]
+        }
+        for name, reason in (("running", "-3 is outside"), ("kv_usage", "7.5 is outside")):
+            assert lies[name]["state"] == "implausible", lies[name]
+            assert lies[name]["value"] is None, lies[name]
+            assert lies[name]["reason"].startswith(reason), lies[name]
         assert "Traceback" not in daemon.log_text()
 
         daemon.signal(signal.SIGTERM)
