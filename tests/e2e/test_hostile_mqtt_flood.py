@@ -156,7 +156,7 @@ def test_an_mqtt_flood_leaves_the_daemon_bounded_on_time_and_the_vllm_target_fre
             assert _own_metric(config, "vllm_governor_signal_samples_dropped") > 0
             flood_value = [row for row in mqtt_rows if row["name"] == "flood_value"]
             assert [row["state"] for row in flood_value] == ["ok"], flood_value
-            # The megabyte payloads are refused unread, the garbage refused too, and each said
+            # The megabyte payloads are refused unparsed, the garbage refused too, and each said
             # once for its subscription, not once a message.
             refusals = {
                 record.get("subscription"): record.get("reason")
