@@ -1,7 +1,8 @@
 """Turn the text of a vLLM ``/metrics`` page into canonical samples.
 
-The text is parsed by prometheus-client's own (maintained) text parser; this module only maps
-what it yields onto :mod:`daemon.sources.vllm_vocabulary`. Mapping works on *sample* names,
+The text is read as prometheus-client's own (maintained) text parser reads it
+(:mod:`daemon.sources.metric_text` reads plain pages the same way, faster); this module only
+maps what it yields onto :mod:`daemon.sources.vllm_vocabulary`. Mapping works on *sample* names,
 not family names, because the parser's families are not stable across exposition styles: it
 strips ``_total`` from counter families, and a page negotiated as OpenMetrics keeps
 ``# TYPE vllm:x`` while its samples read ``vllm_x``, so those samples arrive as untyped
@@ -38,11 +39,9 @@ from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
-
 from daemon.core.errors import MetricsParseError
 from daemon.sources.metric_pages import PageLimits, check_labels, check_sample_count, page_slices
+from daemon.sources.metric_text import ParsedSample, page_samples
 from daemon.sources.samples import Labels, Sample, SeriesKey
 from daemon.sources.vllm_vocabulary import (
     BY_NAME,
@@ -291,25 +290,25 @@ def _reduce(aggregation: Aggregation, values: list[float]) -> float | None:
     return values[0] if all(value == values[0] for value in values) else None
 
 
-def _families(text: str) -> Iterator[Metric]:
-    """The parser's families, one at a time, with only the parser's own errors translated.
+def _samples(text: str) -> Iterator[ParsedSample]:
+    """The parser's samples, one at a time, with only the parser's own errors translated.
 
     The ``try`` wraps nothing but the parser's step, so a bug in the mapping surfaces as the
     bug it is instead of passing for a malformed page.
     """
-    families = iter(text_string_to_metric_families(text))
+    samples = page_samples(text)
     while True:
         try:
-            family = next(families, None)
+            sample = next(samples, None)
         # The parser is lax and documents no failure modes; fuzzing only ever saw ValueError,
         # the others are translated too so that no library error escapes to the runner.
         except (ValueError, IndexError, KeyError, TypeError) as exc:
             reason = str(exc)[:200] or type(exc).__name__
             message = f"not a Prometheus text page: {reason}"
             raise MetricsParseError(message, detail="unparsable") from exc
-        if family is None:
+        if sample is None:
             return
-        yield family
+        yield sample
 
 
 def parse_vllm_metrics(
@@ -380,9 +379,8 @@ def _parse_in_steps(
     check_sample_count(text, limits, instance)
     gathered = _Gathered(instance, limits)
     for piece in page_slices(text):
-        for family in _families(piece):
-            for sample in family.samples:
-                gathered.add(sample.name, sample.labels, float(sample.value))
+        for name, labels, value in _samples(piece):
+            gathered.add(name, labels, value)
         yield
     if not gathered.saw_vllm:
         message = (
