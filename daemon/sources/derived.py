@@ -17,12 +17,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from daemon.sources.derivations import counter_rate, histogram_quantile
+from daemon.sources.derivations import bucket_quantile, counter_increase, counter_rate
 from daemon.sources.domains import Implausible
 from daemon.sources.samples import Labels, SeriesKey
 from daemon.sources.store import SignalStore
 
 StaleAfter = Callable[[SeriesKey], float]
+# A histogram's bucket increases over the window by (base, labels), kept for one view: its
+# p50, p95 and p99 read the same increases. None: not enough fresh data; a string: why the
+# buckets are implausible.
+BucketMemo = dict[tuple[str, Labels], list[tuple[float, float]] | str | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,9 +104,18 @@ DERIVED_SIGNALS: Mapping[str, DerivedSignal] = {
 
 
 def derive(
-    store: SignalStore, signal: DerivedSignal, now: float, window_s: float, stale_after: StaleAfter
+    store: SignalStore,
+    signal: DerivedSignal,
+    now: float,
+    window_s: float,
+    stale_after: StaleAfter,
+    *,
+    memo: BucketMemo | None = None,
 ) -> dict[Labels, DerivedValue]:
-    """The derived value for every label set of the base series, None where data is lacking."""
+    """The derived value for every label set of the base series, None where data is lacking.
+
+    ``memo`` keeps each histogram's bucket increases for the other quantiles of one view.
+    """
     results: dict[Labels, DerivedValue] = {}
     if signal.quantile is None:
         for key in store.keys(signal.base):
@@ -118,6 +131,8 @@ def derive(
             now=now,
             window_s=window_s,
             stale_after=stale_after,
+            memo=memo if memo is not None else {},
+            memo_key=(signal.base, labels),
         )
         results[labels] = _believed(quantile, signal.base, _newest(store, buckets))
     return results
@@ -168,10 +183,37 @@ def _quantile_of(
     now: float,
     window_s: float,
     stale_after: StaleAfter,
+    memo: BucketMemo,
+    memo_key: tuple[str, Labels],
 ) -> float | None:
+    if memo_key not in memo:
+        try:
+            memo[memo_key] = _bucket_increases(store, buckets, now, window_s, stale_after)
+        except Implausible as exc:
+            memo[memo_key] = str(exc)
+    increases = memo[memo_key]
+    if isinstance(increases, str):
+        raise Implausible(increases)
+    return None if increases is None else bucket_quantile(q, increases)
+
+
+def _bucket_increases(
+    store: SignalStore,
+    buckets: list[SeriesKey],
+    now: float,
+    window_s: float,
+    stale_after: StaleAfter,
+) -> list[tuple[float, float]] | None:
+    """Each bucket's increase over the window by its bound, as histogram_quantile takes them."""
     if not all(_fresh(store, key, now, stale_after) for key in buckets):
         return None
     by_bound = {
         float(key.label("le") or "nan"): store.points(key, since=now - window_s) for key in buckets
     }
-    return histogram_quantile(q, by_bound, window_s, now)
+    increases = []
+    for upper, points in by_bound.items():
+        increase = counter_increase(points, window_s, now)
+        if increase is None:
+            return None
+        increases.append((upper, increase))
+    return increases

@@ -19,12 +19,12 @@ value.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from daemon.sources.catalogue import CATALOGUE, CatalogueEntry
 from daemon.sources.declarations import SignalDeclaration, unit_of
-from daemon.sources.derived import DERIVED_SIGNALS, DerivedValue, derive
+from daemon.sources.derived import DERIVED_SIGNALS, BucketMemo, DerivedValue, derive
 from daemon.sources.domains import Domain, unit_domain
 from daemon.sources.registry import BUILTIN
 from daemon.sources.samples import Labels, SeriesKey
@@ -66,22 +66,31 @@ class ViewContext:
     only: frozenset[str] | None = None
 
 
+@dataclass(slots=True)
+class _Computed:
+    """What one view computes once and reads many times."""
+
+    # Each derived signal for every target at once: each target's rows (and each entry that
+    # shares it: errors_per_s and aborts_per_s) pick from it.
+    derived: dict[str, dict[Labels, DerivedValue]] = field(default_factory=dict)
+    # Each histogram's bucket increases, for its p50, p95 and p99.
+    buckets: BucketMemo = field(default_factory=dict)
+
+
 def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
     """Every catalogue signal of every target, then every other source's series.
 
     With ``context.only``, the catalogue signals named there and nothing else.
     """
     rows: list[SignalRow] = []
-    # A derived signal is computed once for every target at a time: what each target's rows
-    # (and each entry sharing it, errors_per_s and aborts_per_s) pick from it.
-    derived: dict[str, dict[Labels, DerivedValue]] = {}
+    computed = _Computed()
     if context.only is not None:
         for name in sorted(context.only):
             if name in CATALOGUE:
-                rows.extend(_catalogue_rows(store, CATALOGUE[name], context, derived))
+                rows.extend(_catalogue_rows(store, CATALOGUE[name], context, computed))
         return rows
     for entry in CATALOGUE.values():
-        rows.extend(_catalogue_rows(store, entry, context, derived))
+        rows.extend(_catalogue_rows(store, entry, context, computed))
     rows.extend(_other_rows(store, context))
     seen = set(store.names())
     for declaration in context.declared:
@@ -96,14 +105,14 @@ def _catalogue_rows(
     store: SignalStore,
     entry: CatalogueEntry,
     context: ViewContext,
-    derived: dict[str, dict[Labels, DerivedValue]],
+    computed: _Computed,
 ) -> Iterable[SignalRow]:
     for target in context.targets:
         found = False
         rows = (
             _gauge_rows(store, entry, target, context)
             if entry.series
-            else _derived_rows(store, entry, target, context, derived)
+            else _derived_rows(store, entry, target, context, computed)
         )
         for row in rows:
             found = True
@@ -136,14 +145,21 @@ def _derived_rows(
     entry: CatalogueEntry,
     target: str,
     context: ViewContext,
-    computed: dict[str, dict[Labels, DerivedValue]],
+    computed: _Computed,
 ) -> Iterable[SignalRow]:
     assert entry.derived is not None
     derived = DERIVED_SIGNALS[entry.derived]
-    values = computed.get(entry.derived)
+    values = computed.derived.get(entry.derived)
     if values is None:
-        values = derive(store, derived, context.now, context.window_s, context.stale_after)
-        computed[entry.derived] = values
+        values = derive(
+            store,
+            derived,
+            context.now,
+            context.window_s,
+            context.stale_after,
+            memo=computed.buckets,
+        )
+        computed.derived[entry.derived] = values
     for labels, result in sorted(values.items()):
         pairs = dict(labels)
         if pairs.get("instance") != target or any(pairs.get(k) != v for k, v in entry.only):

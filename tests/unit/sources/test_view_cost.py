@@ -42,3 +42,21 @@ def test_each_server_costs_the_same_windows_however_many_servers_there_are() -> 
     one, sixteen = _windows_read_per_server(1), _windows_read_per_server(16)
     assert one > 0
     assert sixteen == one  # was 16 x one: every server's derived signals once per server
+
+
+def _windows_read_for(signals: frozenset[str]) -> int:
+    store = WindowCountingStore()
+    for at in (40.0, 70.0, 100.0):
+        store.add(parse_vllm_metrics(V0_33, instance="main", at=at, source="vllm/main").samples)
+    context = ViewContext(
+        now=100.0, window_s=60.0, stale_after=lambda _: 10.0, targets=("main",), only=signals
+    )
+    rows = signal_rows(store, context)
+    assert {row.name for row in rows} == signals
+    return store.windows_read
+
+
+def test_a_histograms_quantiles_read_its_buckets_once() -> None:
+    p95 = _windows_read_for(frozenset({"ttft_p95_s"}))
+    three = _windows_read_for(frozenset({"ttft_p50_s", "ttft_p95_s", "ttft_p99_s"}))
+    assert three == p95  # was 3 x p95: each quantile read every bucket's window again
