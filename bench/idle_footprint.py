@@ -17,12 +17,14 @@ without, it runs the example configuration, whose one server is unreachable. The
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import tomllib
 import urllib.request
@@ -136,6 +138,9 @@ def measure(seconds: float, servers: int, every_s: float) -> tuple[list[Footprin
             notify.settimeout(60)
             while b"READY=1" not in notify.recv(4096).split(b"\n"):
                 pass
+            # Keep reading, as systemd does: the governor's watchdog pings and status lines
+            # would otherwise fill the socket's queue (ten datagrams) and block its sends.
+            threading.Thread(target=_drain, args=(notify,), daemon=True).start()
             bare = subprocess.Popen(
                 [
                     sys.executable,
@@ -155,6 +160,14 @@ def measure(seconds: float, servers: int, every_s: float) -> tuple[list[Footprin
                 for process in processes.values():
                     process.terminate()
                     process.wait()
+
+
+def _drain(notify: socket.socket) -> None:
+    """Read and drop what the governor sends to its notify socket, until the socket closes."""
+    notify.settimeout(None)
+    with contextlib.suppress(OSError):
+        while True:
+            notify.recv(4096)
 
 
 def _sample(
@@ -188,12 +201,16 @@ def _cpu_share(samples: list[tuple[float, float]], since: float) -> float:
 
 
 def _sources_seen(config: Path) -> str:
-    """The governor's vllm_governor_source_up and signal_series lines, read off its /metrics."""
+    """The governor's source_up, source_polls and signal_series lines, read off its /metrics."""
     port = tomllib.loads(config.read_text())["metrics"]["listen_port"]
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         page = answer.read().decode()
-    wanted = ("vllm_governor_source_up{", "vllm_governor_signal_series ")
+    wanted = (
+        "vllm_governor_source_up{",
+        "vllm_governor_source_polls_total{",
+        "vllm_governor_signal_series ",
+    )
     return "\n".join(line for line in page.splitlines() if line.startswith(wanted))
 
 
