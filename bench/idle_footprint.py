@@ -214,6 +214,17 @@ def _sources_seen(config: Path) -> str:
     return "\n".join(line for line in page.splitlines() if line.startswith(wanted))
 
 
+def _ok_vllm_polls(metrics_lines: str) -> float:
+    """Successful polls of every vLLM source since the governor started."""
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics_lines.splitlines()
+        if line.startswith("vllm_governor_source_polls_total{")
+        and 'outcome="ok"' in line
+        and 'source="vllm/' in line
+    )
+
+
 def _print_row(row: Footprint) -> None:
     marks = "  ".join(f"{t:.0f}s {mib:.1f}" for t, mib in row.rss.marks)
     print(f"{row.name}")
@@ -242,6 +253,13 @@ def main() -> None:
         _print_row(row)
     print("the governor's own /metrics at the end:")
     print("  " + sources.replace("\n", "\n  "))
+    if args.servers:
+        # A loaded machine answers slower and some scrapes time out: fewer scrapes, less CPU.
+        scraped = _ok_vllm_polls(sources)
+        expected = args.servers * args.seconds / 2.0
+        print(
+            f"vLLM scrapes that succeeded: {scraped:.0f}, {scraped / expected:.0%} of one per 2 s"
+        )
     cpu_ratio = governor.cpu_percent_of_a_core / max(bare.cpu_percent_of_a_core, 0.001)
     rss_ratio = governor.rss.peak_mib / bare.rss.peak_mib
     print(f"ratio governor/bare: peak RSS x{rss_ratio:.2f}, CPU x{cpu_ratio:.1f}")
