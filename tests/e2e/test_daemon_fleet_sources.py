@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import aiomqtt
 import pytest
 
 from daemon.app.control_client import call_daemon
-from tests.support.daemon import running_daemon, write_config
+from tests.support.daemon import governor_metrics, running_daemon, write_config
 from tests.support.fixture_exporter import FixtureExporter, Script
 from tests.support.mosquitto import Mosquitto
 from tests.support.prometheus import Prometheus
@@ -94,21 +93,11 @@ def test_mqtt_telemetry_prometheus_queries_and_published_events(short_tmp: Path)
             assert mqtt[0]["value"] == 24.5
             # Every source says whether it is up, MQTT's connection too (the stale-source
             # alert reads this family).
-            up = _metrics(config.read_text())
+            up = governor_metrics(config.read_text())
             for source in ("mqtt", "prometheus"):
                 assert f'vllm_governor_source_up{{source="{source}"}}' in up, up
             assert 'vllm_governor_source_up{source="mqtt"} 1.0' in up
             assert daemon.process.poll() is None
-
-
-def _metrics(config_text: str) -> str:
-    port = next(
-        line.split("=")[1].strip()
-        for line in config_text.splitlines()
-        if line.startswith("listen_port")
-    )
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
 
 
 async def _listen_then_wait(broker: Mosquitto, daemon: Any) -> dict[str, Any]:

@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,20 +14,10 @@ import pytest
 
 from daemon.app.control_client import call_daemon
 from daemon.core.errors import DaemonNotRunningError
-from tests.support.daemon import running_daemon, write_config
+from tests.support.daemon import governor_metrics, running_daemon, write_config
 from tests.support.fixture_exporter import FixtureExporter, Script
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
-
-
-def _metrics(config_text: str) -> str:
-    port = next(
-        line.split("=")[1].strip()
-        for line in config_text.splitlines()
-        if line.startswith("listen_port")
-    )
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        return str(response.read().decode())
 
 
 def test_ready_then_watchdog_pings_at_half_the_interval(short_tmp: Path) -> None:
@@ -75,7 +64,9 @@ def test_sighup_with_broken_config_keeps_running_and_says_where(short_tmp: Path)
         rejected = [r for r in daemon.log_records() if r["msg"].startswith("reload rejected")]
         assert rejected, daemon.log_text()
         assert rejected[0]["where"].startswith(f"{config}:{broken_line}:1:")
-        assert 'vllm_governor_config_reloads_total{outcome="rejected"} 1.0' in _metrics(good_text)
+        assert 'vllm_governor_config_reloads_total{outcome="rejected"} 1.0' in governor_metrics(
+            good_text
+        )
 
         config.write_text(good_text.replace('level = "DEBUG"', 'level = "INFO"'))
         daemon.signal(signal.SIGHUP)
@@ -83,7 +74,9 @@ def test_sighup_with_broken_config_keeps_running_and_says_where(short_tmp: Path)
         assert "reload rejected" not in daemon.wait_for("READY=1")
         status = call_daemon(short_tmp / "control.sock", "status")
         assert status["last_reload_error"] == ""
-        assert 'vllm_governor_config_reloads_total{outcome="applied"} 1.0' in _metrics(good_text)
+        assert 'vllm_governor_config_reloads_total{outcome="applied"} 1.0' in governor_metrics(
+            good_text
+        )
 
 
 def test_sighup_that_changes_a_setting_read_at_start_is_refused_whole(short_tmp: Path) -> None:
@@ -102,7 +95,9 @@ def test_sighup_that_changes_a_setting_read_at_start_is_refused_whole(short_tmp:
         status = call_daemon(short_tmp / "control.sock", "status")
         assert f"{config}:0:0: vllm[main].gate: read once at start" in status["last_reload_error"]
         assert status["config_loaded_at"] == loaded_at, "nothing of the reload was applied"
-        assert 'vllm_governor_config_reloads_total{outcome="rejected"} 1.0' in _metrics(text)
+        assert 'vllm_governor_config_reloads_total{outcome="rejected"} 1.0' in governor_metrics(
+            text
+        )
 
 
 def test_sighup_moves_a_server_to_its_new_url_and_scrapes_it_from_then_on(

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -90,6 +91,17 @@ class RunningDaemon:
     def signal(self, signum: signal.Signals) -> None:
         """Send ``signum`` to the daemon."""
         self.process.send_signal(signum)
+
+
+def governor_metrics(config_text: str) -> str:
+    """The daemon's own /metrics page, at the listen_port of ``config_text``."""
+    port = next(
+        line.split("=")[1].strip()
+        for line in config_text.splitlines()
+        if line.startswith("listen_port")
+    )
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
 
 
 @contextmanager
