@@ -28,6 +28,7 @@ import contextlib
 import logging
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from actuators.haproxy.actuator import HaproxyActuator
@@ -76,44 +77,33 @@ class HostRestart:
         return CommandResult(arguments, 0, "", 0.0)
 
 
-def govern(
-    run: VirtualRun,
-    host_files: Path,
-    config: GovernorConfig,
-    *,
-    duration_s: float,
-    gated: bool,
-    approval_delay_s: float,
-    approve: bool,
-) -> EventLog:
-    """Run the daemon's Governor over ``run`` for ``duration_s`` virtual seconds.
+@dataclass(frozen=True, slots=True)
+class Governing:
+    """How a governed run goes.
+
+    Attributes:
+        duration_s: Virtual seconds the governor runs for (the workload's duration).
+        gated: Whether the server has a gate (HAProxy) the admission loop moves.
+        approval_delay_s: Seconds from a proposal to the simulated click.
+        approve: What the click is: approve (True) or reject.
+    """
+
+    duration_s: float
+    gated: bool
+    approval_delay_s: float
+    approve: bool
+
+
+def govern(run: VirtualRun, host_files: Path, config: GovernorConfig, how: Governing) -> EventLog:
+    """Run the daemon's Governor over ``run`` for ``how.duration_s`` virtual seconds.
 
     ``host_files`` is a scratch directory; the run's engine must already have the settings its
     config file (written there) says. Returns what the governor did, from its journals.
     """
-    return run_in_virtual_time(
-        _govern(
-            run,
-            host_files,
-            config,
-            duration_s=duration_s,
-            gated=gated,
-            approval_delay_s=approval_delay_s,
-            approve=approve,
-        )
-    )
+    return run_in_virtual_time(_govern(run, host_files, config, how))
 
 
-async def _govern(
-    run: VirtualRun,
-    files: Path,
-    config: GovernorConfig,
-    *,
-    duration_s: float,
-    gated: bool,
-    approval_delay_s: float,
-    approve: bool,
-) -> EventLog:
+async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Governing) -> EventLog:
     loop = asyncio.get_running_loop()
     clock = VirtualClock(loop, EPOCH)
     sandbox = Sandbox(files)
@@ -124,11 +114,11 @@ async def _govern(
     face = await serve_face(host, "127.0.0.1", 0)
     port = _port_of(face)
     haproxy = None
-    if gated:
+    if how.gated:
         haproxy = await serve_haproxy(
             VirtualHaproxy(host, sandbox.backend, sandbox.server), sandbox.haproxy_socket
         )
-    governed = sandboxed(config, sandbox, port, RESTART_COMMAND, gated=gated)
+    governed = sandboxed(config, sandbox, port, RESTART_COMMAND, gated=how.gated)
     instance = governed.vllm[0]
     restart = HostRestart(host, instance.unit)
 
@@ -159,14 +149,14 @@ async def _govern(
     )
     events = EventLog()
     approver = SimulatedApprover(
-        governor.approval_desk, clock, events, delay_s=approval_delay_s, approve=approve
+        governor.approval_desk, clock, events, delay_s=how.approval_delay_s, approve=how.approve
     )
     try:
         async with asyncio.TaskGroup() as group:
             governing = group.create_task(governor.run(), name="governor")
             approving = group.create_task(approver.run(), name="simulated approver")
-            while loop.time() < duration_s and not governing.done():
-                await asyncio.sleep(min(1.0, duration_s - loop.time()))
+            while loop.time() < how.duration_s and not governing.done():
+                await asyncio.sleep(min(1.0, how.duration_s - loop.time()))
                 host.sync()  # the world moves on whether or not anybody looks
             governor.request_stop()
             await governing

@@ -19,7 +19,7 @@ from typing import Protocol
 from daemon.app.simulation.baselines import Limiter, NaiveScript, Static
 from daemon.app.simulation.config import instance_of, load_simulation_config
 from daemon.app.simulation.events import EventLog
-from daemon.app.simulation.governed import govern, scratch_directory
+from daemon.app.simulation.governed import Governing, govern, scratch_directory
 from daemon.app.simulation.names import GOVERNOR, LIMITERS, NAIVE, RESTART_ONLY, STATIC_DEFAULT
 from daemon.app.simulation.tallies import RunTally, tally
 from daemon.app.simulation.workloads import Workload, load
@@ -148,10 +148,12 @@ def _governed(job: Job, run: VirtualRun, workload: Workload, *, gated: bool) -> 
             run,
             Path(scratch),
             config.model_copy(update={"governor": policies}),
-            duration_s=workload.duration_s,
-            gated=gated,
-            approval_delay_s=job.approval_delay_s,
-            approve=job.approval_answer == APPROVE,
+            Governing(
+                duration_s=workload.duration_s,
+                gated=gated,
+                approval_delay_s=job.approval_delay_s,
+                approve=job.approval_answer == APPROVE,
+            ),
         )
 
 
