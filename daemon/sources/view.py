@@ -75,6 +75,28 @@ class _Computed:
     derived: dict[str, dict[Labels, DerivedValue]] = field(default_factory=dict)
     # Each histogram's bucket increases, for its p50, p95 and p99.
     buckets: BucketMemo = field(default_factory=dict)
+    # Each series name's keys by instance, in the store's order: finding a row's base series
+    # among its own server's keys, not every server's, keeps a view linear in the servers.
+    keys: dict[str, dict[str | None, list[SeriesKey]]] = field(default_factory=dict)
+
+    def keys_of(self, store: SignalStore, name: str, instance: str) -> list[SeriesKey]:
+        """``store.keys(name, instance=instance)``."""
+        by_instance = self.keys.get(name)
+        if by_instance is None:
+            by_instance = {}
+            for key in store.keys(name):
+                by_instance.setdefault(key.label("instance"), []).append(key)
+            self.keys[name] = by_instance
+        return by_instance.get(instance, [])
+
+    def first_key(self, store: SignalStore, name: str, pairs: dict[str, str]) -> SeriesKey | None:
+        """``store.keys(name, **pairs)[0]``, or None when there is none."""
+        if "instance" in pairs:
+            candidates = self.keys_of(store, name, pairs["instance"])
+        else:
+            candidates = store.keys(name)
+        wanted = set(pairs.items())
+        return next((key for key in candidates if wanted <= set(key.labels)), None)
 
 
 def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
@@ -110,7 +132,7 @@ def _catalogue_rows(
     for target in context.targets:
         found = False
         rows = (
-            _gauge_rows(store, entry, target, context)
+            _gauge_rows(store, entry, target, context, computed)
             if entry.series
             else _derived_rows(store, entry, target, context, computed)
         )
@@ -122,10 +144,14 @@ def _catalogue_rows(
 
 
 def _gauge_rows(
-    store: SignalStore, entry: CatalogueEntry, target: str, context: ViewContext
+    store: SignalStore,
+    entry: CatalogueEntry,
+    target: str,
+    context: ViewContext,
+    computed: _Computed,
 ) -> Iterable[SignalRow]:
     assert entry.series is not None
-    for key in store.keys(entry.series, instance=target):
+    for key in computed.keys_of(store, entry.series, target):
         reading = store.reading(key, context.now, context.stale_after(key))
         value, state, reason = _judged(reading, entry.domain)
         yield SignalRow(
@@ -164,8 +190,8 @@ def _derived_rows(
         pairs = dict(labels)
         if pairs.get("instance") != target or any(pairs.get(k) != v for k, v in entry.only):
             continue
-        base = next(iter(store.keys(derived.base, **pairs)), None) or next(
-            iter(store.keys(derived.base + "_bucket", **pairs)), None
+        base = computed.first_key(store, derived.base, pairs) or computed.first_key(
+            store, derived.base + "_bucket", pairs
         )
         age = None if result.newest_at is None else context.now - result.newest_at
         stale = base is not None and age is not None and age > context.stale_after(base)

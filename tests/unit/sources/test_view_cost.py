@@ -15,33 +15,51 @@ from tests.unit.sources.vllm_pages import V0_33
 
 
 class WindowCountingStore(SignalStore):
-    """A signal store that counts the windows of points read from it."""
+    """A signal store that counts the windows of points read and the keys looked through."""
 
     windows_read = 0
+    keys_examined = 0
 
     def points(self, key: SeriesKey, since: float = float("-inf")) -> list[Point]:
         """Count, then read as the store does."""
         self.windows_read += 1
         return super().points(key, since)
 
+    def keys(self, name: str, **labels: str) -> list[SeriesKey]:
+        """Count every key of ``name`` (the store looks through them all), then find."""
+        self.keys_examined += len(super().keys(name))
+        return super().keys(name, **labels)
 
-def _windows_read_per_server(servers: int) -> float:
+
+def _store_of(servers: int) -> tuple[WindowCountingStore, tuple[str, ...]]:
     store = WindowCountingStore()
     targets = tuple(f"server-{index}" for index in range(servers))
     for at in (40.0, 70.0, 100.0):
         for target in targets:
             scrape = parse_vllm_metrics(V0_33, instance=target, at=at, source=f"vllm/{target}")
             store.add(scrape.samples)
+    return store, targets
+
+
+def _cost_per_server(servers: int) -> tuple[float, float]:
+    """Windows read and keys looked through by one view, per server."""
+    store, targets = _store_of(servers)
     context = ViewContext(now=100.0, window_s=60.0, stale_after=lambda _: 10.0, targets=targets)
     rows = signal_rows(store, context)
     assert {row.target for row in rows if row.name == "ttft_p95_s"} == set(targets)
-    return store.windows_read / servers
+    return store.windows_read / servers, store.keys_examined / servers
 
 
 def test_each_server_costs_the_same_windows_however_many_servers_there_are() -> None:
-    one, sixteen = _windows_read_per_server(1), _windows_read_per_server(16)
+    (one, _), (sixteen, _) = _cost_per_server(1), _cost_per_server(16)
     assert one > 0
     assert sixteen == one  # was 16 x one: every server's derived signals once per server
+
+
+def test_each_server_costs_the_same_key_lookups_however_many_servers_there_are() -> None:
+    (_, one), (_, sixteen) = _cost_per_server(1), _cost_per_server(16)
+    assert one > 0
+    assert sixteen == one  # was ~16 x one: each row's base series sought among every server's
 
 
 def _windows_read_for(signals: frozenset[str]) -> int:
