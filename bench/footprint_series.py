@@ -2,7 +2,9 @@
 
 A daemon that leaks shows it as a slope, not as a peak: a 30-minute run is read at 60 s, 120 s,
 then every five minutes, and the least-squares slope over its second half (after warm-up) says
-whether memory is flat or still growing.
+whether memory is flat or still growing. The governor's signal store grows by design until its
+rings are full (points_per_series scrapes: 512 x 2 s, some 17 minutes), so the slope over the
+last quarter is given too: growth past that point is a leak.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class RssSummary:
     last_mib: float
     peak_mib: float
     slope_mib_per_hour: float  # over the second half of the run
+    last_quarter_mib_per_hour: float  # over its last quarter: after the store's rings filled
 
     @property
     def trend(self) -> str:
@@ -46,11 +49,13 @@ def summarise(samples: list[tuple[float, float]]) -> RssSummary:
     end = samples[-1][0]
     marks = tuple((mark, _at(samples, mark)) for mark in mark_times(end))
     second_half = [(t, mib) for t, mib in samples if t >= end / 2]
+    last_quarter = [(t, mib) for t, mib in samples if t >= 3 * end / 4]
     return RssSummary(
         marks=marks,
         last_mib=samples[-1][1],
         peak_mib=max(mib for _, mib in samples),
         slope_mib_per_hour=3600 * _slope(second_half),
+        last_quarter_mib_per_hour=3600 * _slope(last_quarter),
     )
 
 

@@ -231,7 +231,8 @@ def _print_row(row: Footprint) -> None:
     print(f"  RSS MiB at: {marks}")
     print(
         f"  RSS MiB last {row.rss.last_mib:.1f}, peak {row.rss.peak_mib:.1f}; second half "
-        f"{row.rss.slope_mib_per_hour:+.2f} MiB/h ({row.rss.trend})"
+        f"{row.rss.slope_mib_per_hour:+.2f} MiB/h ({row.rss.trend}), last quarter "
+        f"{row.rss.last_quarter_mib_per_hour:+.2f} MiB/h"
     )
     print(
         f"  CPU % of a core: {row.cpu_percent_of_a_core} over the window, "
