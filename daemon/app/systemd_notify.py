@@ -26,6 +26,9 @@ class SystemdNotifier:
         self._socket: socket.socket | None = None
         if self._address is not None:
             self._socket = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+            # Sent from the event loop: a receiver that stops reading (its queue holds ten
+            # datagrams) must cost a dropped message, never a loop blocked for good.
+            self._socket.setblocking(False)
 
     def ready(self, status: str) -> None:
         """Send ``READY=1`` with a status line."""
@@ -63,6 +66,10 @@ class SystemdNotifier:
             return
         try:
             self._socket.sendto(message.encode(), self._address)
+        except BlockingIOError:
+            # The service manager is not reading: drop it. A dropped WATCHDOG=1 is what the
+            # watchdog is for; a lost STATUS= is replaced by the next one.
+            log.warning("the service manager's queue is full; message dropped")
         except OSError as exc:
             # systemd gone or socket unreachable: the daemon keeps working, and says so once.
             log.warning("cannot notify the service manager", extra={"error": str(exc)})

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,3 +76,22 @@ def test_unreachable_socket_is_logged_not_raised(caplog: pytest.LogCaptureFixtur
     notifier.ready("x")
     notifier.close()
     assert "cannot notify the service manager" in caplog.text
+
+
+def test_a_service_manager_that_stops_reading_costs_messages_not_a_blocked_daemon(
+    listener: tuple[str, socket.socket],
+) -> None:
+    address, sock = listener
+    notifier = SystemdNotifier({"NOTIFY_SOCKET": address})
+
+    def ping_many() -> None:
+        for _ in range(200):
+            notifier.watchdog()
+
+    sent = threading.Thread(target=ping_many)
+    sent.start()
+    # A blocking send would wait for ever once the receiver's queue (ten datagrams) is full.
+    sent.join(timeout=30)
+    assert not sent.is_alive(), "the notifier blocked on a full queue"
+    notifier.close()
+    assert sock.recv(4096) == b"WATCHDOG=1"  # what fitted in the queue arrived
