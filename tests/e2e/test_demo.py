@@ -146,7 +146,12 @@ def test_ctrl_c_stops_everything_and_still_sums_up(short_tmp: Path) -> None:
         if "the simulated vLLM serves on" in line:
             break
     process.send_signal(signal.SIGINT)
-    rest, _ = process.communicate(timeout=60)
+    try:
+        rest, _ = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()  # leave nothing running for the tests after this one
+        process.communicate()
+        raise
     run = DemoRun(process, short_tmp / "none.json", short_tmp / "p.png", "".join(lines) + rest)
     assert process.returncode == 130, run.output
     assert "interrupted: stopping the governor and the simulated server" in run.output

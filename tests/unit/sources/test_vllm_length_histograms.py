@@ -3,7 +3,7 @@
 The what-if (issue 16) characterises a workload from ``vllm:request_prompt_tokens`` and
 ``vllm:request_generation_tokens`` and checks the engine profile against
 ``vllm:iteration_tokens_total``; the capture is 40 concurrent 200-token requests of ~10-token
-prompts on a real server (``real-0.32-cpu/preempting.txt``).
+prompts on a real server (``tests/fixtures/vllm-metrics/real-0.32-cpu/preempting.txt``).
 """
 
 from __future__ import annotations
