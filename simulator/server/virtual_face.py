@@ -101,9 +101,10 @@ class VirtualFace:
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
 
 
-async def serve_face(host: VirtualHost, address: str, port: int) -> web.AppRunner:
-    """Start the face on ``address:port``; the caller cleans the runner up."""
+async def serve_face(host: VirtualHost, address: str) -> tuple[web.AppRunner, int]:
+    """Start the face on a free port of ``address``: the runner (to clean up) and the port."""
     runner = web.AppRunner(VirtualFace(host).app(), access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, address, port).start()
-    return runner
+    await web.TCPSite(runner, address, 0).start()
+    _, port = runner.addresses[0][:2]
+    return runner, int(port)

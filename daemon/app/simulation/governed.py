@@ -111,8 +111,7 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
     host = VirtualHost(
         run, run.engine.profile, sandbox.vllm_yaml, EPOCH.timestamp(), sandbox.server_log
     )
-    face = await serve_face(host, "127.0.0.1", 0)
-    port = _port_of(face)
+    face, port = await serve_face(host, "127.0.0.1")
     haproxy = None
     if how.gated:
         haproxy = await serve_haproxy(
@@ -168,15 +167,6 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
             with contextlib.suppress(OSError):
                 await haproxy.wait_closed()
     return read_events(sandbox.state_dir, instance.name, events)
-
-
-def _port_of(runner: object) -> int:
-    addresses = getattr(runner, "addresses", [])
-    for address in addresses:
-        if isinstance(address, tuple) and len(address) >= 2:
-            return int(address[1])
-    message = "the simulated server's port could not be read"
-    raise RuntimeError(message)
 
 
 async def _no_objection(_args: str, _clock: Clock, _python: Path | None) -> str:
