@@ -24,6 +24,7 @@ from daemon.core.actuation import (
     ActuationResult,
     ChangeRequest,
     JournalEntry,
+    JournalState,
     LogLevelActuator,
     SignalWindows,
 )
@@ -49,6 +50,7 @@ from daemon.core.gate_actuation import (
     CapChange,
     CapJournal,
     CapResult,
+    CapState,
     GateRuntime,
 )
 from daemon.core.gate_drain import GateDrain, GateLookup, no_gates
@@ -81,6 +83,7 @@ __all__ = [
     "CapChange",
     "CapJournal",
     "CapResult",
+    "CapState",
     "ChangeInFlight",
     "ChangeRequest",
     "Clock",
@@ -97,6 +100,7 @@ __all__ = [
     "HttpLogLevelTarget",
     "HttpResponse",
     "JournalEntry",
+    "JournalState",
     "Knob",
     "LogLevelActuator",
     "Safer",

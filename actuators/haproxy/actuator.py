@@ -28,6 +28,7 @@ from daemon.api import (
     CapChange,
     CapJournal,
     CapResult,
+    CapState,
     Clock,
     GateRuntime,
     GovernorError,
@@ -81,7 +82,9 @@ class HaproxyActuator:
         return ""
 
     async def _change(self, gate: GateRuntime, change: CapChange) -> CapResult:
-        def result(state: str, before: int | None, after: int | None, outcome: str) -> CapResult:
+        def result(
+            state: CapState, before: int | None, after: int | None, outcome: str
+        ) -> CapResult:
             return CapResult(change.target, change.policy, state, before, after, outcome)
 
         try:

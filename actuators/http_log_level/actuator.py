@@ -40,6 +40,7 @@ from daemon.api import (
     ChangeRequest,
     Clock,
     HttpLogLevelTarget,
+    JournalState,
     freeze_reason,
 )
 
@@ -191,7 +192,7 @@ class HttpLogLevelActuator:
         ]
 
     def _finish(
-        self, change: _Change, state: str, outcome: str, *, quarantine: bool = False
+        self, change: _Change, state: JournalState, outcome: str, *, quarantine: bool = False
     ) -> ActuationResult:
         timings = {"total": round(self._clock.monotonic() - change.started, 4)}
         self._journal.finish(change.entry_id, state, outcome, timings)
@@ -216,7 +217,7 @@ class HttpLogLevelActuator:
         self,
         target: HttpLogLevelTarget,
         request: ChangeRequest,
-        state: str,
+        state: JournalState,
         outcome: str,
         plan: dict[str, Any],
     ) -> ActuationResult:

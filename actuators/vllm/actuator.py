@@ -45,6 +45,7 @@ from daemon.api import (
     Clock,
     ConfigWriteError,
     GateLookup,
+    JournalState,
     SignalWindows,
     VllmInstance,
     no_gates,
@@ -277,7 +278,7 @@ class VllmActuator:
 
 def _result(
     request: ChangeRequest,
-    state: str,
+    state: JournalState,
     outcome: str,
     plan: ChangePlan | None,
     timer: PhaseTimer,

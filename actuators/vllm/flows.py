@@ -36,6 +36,7 @@ from daemon.api import (
     REVERTED,
     ActuationResult,
     ConfigWriteError,
+    JournalState,
 )
 
 log = logging.getLogger(__name__)
@@ -161,7 +162,7 @@ async def abandon(steps: ChangeSteps, reason: str) -> ActuationResult:
 
 
 async def finish(
-    steps: ChangeSteps, state: str, outcome: str, *, quarantine: bool = False
+    steps: ChangeSteps, state: JournalState, outcome: str, *, quarantine: bool = False
 ) -> ActuationResult:
     """Let a drained gate admit again, close the journal entry and say how it ended.
 

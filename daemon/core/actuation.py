@@ -17,21 +17,40 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from typing import Any, Protocol
 
 from daemon.core.http_log_level_settings import HttpLogLevelTarget
 from daemon.core.settings import VllmInstance
 
-# States of a journal entry: open while in flight, then exactly one of the others.
-OPEN = "open"
-DONE = "done"  # applied and verified
-REVERTED = "reverted"  # applied, failed, and back on the last-known-good config
-ABANDONED = "abandoned"  # stopped before any restart; the files are back as they were
-FAILED = "failed"  # the revert could not bring the server back: people must look
-REFUSED = "refused"  # planning or preflight said no; nothing was touched
-DRY_RUN = "dry_run"  # planned and recorded only
+
+class JournalState(StrEnum):
+    """The state of a journal entry: open while in flight, then exactly one of the others.
+
+    A ``StrEnum``: each member is its own string, so the states stored by any governor (the
+    ``state`` column of ``actuations``) read back as members, and a member is stored as the
+    same text. A string that is not a state is refused where one is expected, never stored.
+    """
+
+    OPEN = "open"
+    DONE = "done"  # applied and verified
+    REVERTED = "reverted"  # applied, failed, and back on the last-known-good config
+    ABANDONED = "abandoned"  # stopped before any restart; the files are back as they were
+    FAILED = "failed"  # the revert could not bring the server back: people must look
+    REFUSED = "refused"  # planning or preflight said no; nothing was touched
+    DRY_RUN = "dry_run"  # planned and recorded only
+
+
+# The members by their old names: what actuators and the engine import.
+OPEN = JournalState.OPEN
+DONE = JournalState.DONE
+REVERTED = JournalState.REVERTED
+ABANDONED = JournalState.ABANDONED
+FAILED = JournalState.FAILED
+REFUSED = JournalState.REFUSED
+DRY_RUN = JournalState.DRY_RUN
 FINISHED_STATES = (DONE, REVERTED, ABANDONED, FAILED, REFUSED, DRY_RUN)
-APPLIED_STATES = (DONE, REVERTED)  # a change that restarted the server, for dwell and budgets
+APPLIED_STATES = (DONE, REVERTED)  # a change that changed the target, for dwell and budgets
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +87,7 @@ class JournalEntry:
         id: The journal's key.
         target: The vLLM instance name.
         policy: The policy that asked for it.
-        state: ``open`` or one of the finished states.
+        state: :data:`OPEN` or one of the finished states.
         step: The last step reached (``planned``, ``written``, ``restarting``...).
         plan: What was to be done: changes, old and new file contents, the restart command.
         facts: What was observed on the way (process start times, baseline signals...).
@@ -81,7 +100,7 @@ class JournalEntry:
     id: int
     target: str
     policy: str
-    state: str
+    state: JournalState
     step: str
     plan: Mapping[str, Any]
     facts: Mapping[str, Any]
@@ -89,6 +108,10 @@ class JournalEntry:
     finished_at: datetime | None = None
     outcome: str = ""
     timings: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        """Refuse a state that is not one (a row or a caller's typo), as the member it is."""
+        object.__setattr__(self, "state", JournalState(self.state))
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +133,7 @@ class ActuationResult:
 
     target: str
     policy: str
-    state: str
+    state: JournalState
     outcome: str
     changes: Mapping[str, float] = field(default_factory=dict)
     entry_id: int | None = None
@@ -118,6 +141,10 @@ class ActuationResult:
     plan: Mapping[str, Any] = field(default_factory=dict)
     quarantine: bool = False
     refusals: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        """Refuse a state that is not one, as :class:`JournalEntry` does."""
+        object.__setattr__(self, "state", JournalState(self.state))
 
 
 class ActuationJournal(Protocol):
@@ -142,7 +169,7 @@ class ActuationJournal(Protocol):
         ...
 
     def finish(
-        self, entry_id: int, state: str, outcome: str, timings: Mapping[str, float]
+        self, entry_id: int, state: JournalState, outcome: str, timings: Mapping[str, float]
     ) -> JournalEntry:
         """Close an open entry with its final state, outcome and phase timings."""
         ...
@@ -152,7 +179,7 @@ class ActuationJournal(Protocol):
         target: str,
         policy: str,
         *,
-        state: str,
+        state: JournalState,
         outcome: str,
         plan: Mapping[str, Any],
         timings: Mapping[str, float],

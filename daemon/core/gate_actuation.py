@@ -15,18 +15,30 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
 from daemon.core.clock import Clock
 from daemon.core.settings import VllmInstance
 
-# How an attempt to move a gate's cap ended.
-CAP_APPLIED = "applied"  # set and read back
-CAP_UNCHANGED = "unchanged"  # the gate already had that cap: nothing was sent
-CAP_REFUSED = "refused"  # preflight said no (bounds, freeze, dry run): nothing was sent
-CAP_REVERTED = "reverted"  # sent, not read back as asked, and set back to what it was
-CAP_FAILED = "failed"  # sent, and neither the new nor the old cap could be confirmed
+
+class CapState(StrEnum):
+    """How an attempt to move a gate's cap ended (a ``StrEnum``: stored rows stay valid)."""
+
+    APPLIED = "applied"  # set and read back
+    UNCHANGED = "unchanged"  # the gate already had that cap: nothing was sent
+    REFUSED = "refused"  # preflight said no (bounds, freeze, dry run): nothing was sent
+    REVERTED = "reverted"  # sent, not read back as asked, and set back to what it was
+    FAILED = "failed"  # sent, and neither the new nor the old cap could be confirmed
+
+
+# The members by their old names: what the gate's actuator and the engine import.
+CAP_APPLIED = CapState.APPLIED
+CAP_UNCHANGED = CapState.UNCHANGED
+CAP_REFUSED = CapState.REFUSED
+CAP_REVERTED = CapState.REVERTED
+CAP_FAILED = CapState.FAILED
 CAP_JOURNALED = (CAP_APPLIED, CAP_REVERTED, CAP_FAILED)  # the outcomes that are changes
 
 
@@ -65,10 +77,14 @@ class CapResult:
 
     target: str
     policy: str
-    state: str
+    state: CapState
     before: int | None
     after: int | None
     outcome: str
+
+    def __post_init__(self) -> None:
+        """Refuse a state that is not one, as the member it is."""
+        object.__setattr__(self, "state", CapState(self.state))
 
 
 class GateRuntime(Protocol):

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from daemon.approvals.clicks import Action, Click
-from daemon.core.actuation import DONE, REVERTED
+from daemon.core.actuation import DONE, OPEN, REVERTED, JournalState
 from tests.support.slack_double import SlackDouble
 from tests.support.slack_double.approvals_rig import (
     ALICE,
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.asyncio
 
 
 async def approve_and_stop(
-    state_dir: Path, double: SlackDouble, journaled: str | None
+    state_dir: Path, double: SlackDouble, journaled: JournalState | None
 ) -> tuple[str, Message]:
     """Approve in a first governor and stop it mid-change, after the actuator journaled."""
     actuator = RecordingActuator(state_dir, delay_s=3600.0)  # still running when stopped
@@ -46,7 +46,7 @@ async def approve_and_stop(
         await eventually(lambda: "Approved" in header(first_message(double)), "approval shown")
         if journaled is not None:
             journal = rig.actuation.journal
-            if journaled == "open":
+            if journaled is OPEN:
                 journal.begin("main", "more-seqs", {}, {})
             else:
                 journal.record(
@@ -74,7 +74,7 @@ def first_message(double: SlackDouble) -> Message:
     [(DONE, "verified", "verified"), (REVERTED, "reverted", "reverted")],
 )
 async def test_the_outcome_is_taken_from_the_journal(
-    short_tmp: Path, double: SlackDouble, journaled: str, state: str, shown: str
+    short_tmp: Path, double: SlackDouble, journaled: JournalState, state: str, shown: str
 ) -> None:
     proposal_id, message = await approve_and_stop(short_tmp, double, journaled)
     async with approvals_rig(short_tmp, double) as again:
@@ -104,7 +104,7 @@ async def test_a_change_that_never_ran_is_marked_failed(
 async def test_an_open_journal_entry_is_waited_for_not_guessed(
     short_tmp: Path, double: SlackDouble
 ) -> None:
-    proposal_id, message = await approve_and_stop(short_tmp, double, "open")
+    proposal_id, message = await approve_and_stop(short_tmp, double, OPEN)
     async with approvals_rig(short_tmp, double) as again:
         # The first governor died mid-change; reconciling closes its entry. Until then the
         # proposal stays approved (many sweeps pass meanwhile).

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from daemon.core.actuation import DONE, REFUSED
 from daemon.core.errors import ChangeInFlight
 from daemon.engine.storage.journal_store import SqliteJournal
 
@@ -40,7 +41,7 @@ def test_one_open_change_per_server_survives_a_reopened_database(tmp_path: Path)
     assert found.facts == {"baseline_start": 1.5, "written_at": 2.0}
     assert [step for _, step in journal.steps(entry.id)] == ["planned", "written"]
     clock.now += timedelta(seconds=30)
-    done = journal.finish(entry.id, "done", "applied", {"restart": 3.5})
+    done = journal.finish(entry.id, DONE, "applied", {"restart": 3.5})
     assert done.timings == {"restart": 3.5}
     assert done.finished_at == clock.now
     assert journal.open_entry("main") is None
@@ -53,7 +54,7 @@ def test_one_open_change_per_server_survives_a_reopened_database(tmp_path: Path)
 
 def test_refusals_and_quarantine_are_kept(tmp_path: Path) -> None:
     journal = SqliteJournal(tmp_path / "state.sqlite3", FixedClock())
-    refused = journal.record("main", "p", state="refused", outcome="frozen", plan={}, timings={})
+    refused = journal.record("main", "p", state=REFUSED, outcome="frozen", plan={}, timings={})
     assert refused.state == "refused"
     assert journal.open_entry("main") is None
     journal.quarantine("p", "main", "reverted: ttft worse", refused.id)

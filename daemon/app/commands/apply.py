@@ -33,6 +33,7 @@ from daemon.app.defaults import (
     EXIT_REFUSED,
     EXIT_USAGE,
 )
+from daemon.core.actuation import DRY_RUN, REFUSED
 from daemon.core.errors import ConfigError, ControlError
 
 
@@ -140,9 +141,6 @@ def _assignment(text: str) -> tuple[str, float]:
     return knob.strip(), number
 
 
-DRY_RUN = "dry_run"  # the actuator's state of a plan that would go ahead
-
-
 def _refused(answer: dict[str, Any]) -> bool:
     """Whether a change would not go ahead: refused by the actuator or blocked by a guard.
 
@@ -150,7 +148,7 @@ def _refused(answer: dict[str, Any]) -> bool:
     change, which is no refusal.
     """
     if answer["state"] != "blocked":
-        return bool(answer["state"] == "refused")
+        return bool(answer["state"] == REFUSED)
     return [guard for guard, _ in answer.get("refusals") or []] != ["no_change"]
 
 

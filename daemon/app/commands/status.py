@@ -13,6 +13,7 @@ from daemon.app.commands.freeze_listing import freeze_lines, pending_lines, relo
 from daemon.app.commands.gate_status import gate_lines
 from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK
+from daemon.core.actuation import OPEN
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -114,7 +115,7 @@ def _changes(status: dict[str, Any]) -> list[str]:
         lines.append("recent changes:")
         for change in changes:
             # An open change says where it is; a finished one, how it ended.
-            where = f"at step {change['step']}" if change["state"] == "open" else change["outcome"]
+            where = f"at step {change['step']}" if change["state"] == OPEN else change["outcome"]
             lines.append(
                 f"  #{change['id']} {change['policy']} on {change['target']}: "
                 f"{change['state']}: {where}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from daemon.core.actuation import JournalState
+
 # A change's journal step, as a newcomer would say what is going on.
 _STEPS = {
     "planned": "planned",
@@ -22,13 +24,13 @@ _STEPS = {
     "reverting": "the change failed verification: reverting",
     "reconciling": "checking a change left open",
 }
-_STATES = {
-    "done": "done",
-    "reverted": "reverted",
-    "abandoned": "abandoned",
-    "failed": "FAILED",
-    "refused": "refused",
-    "dry_run": "dry run",
+_STATES: dict[str, str] = {
+    JournalState.DONE: "done",
+    JournalState.REVERTED: "reverted",
+    JournalState.ABANDONED: "abandoned",
+    JournalState.FAILED: "FAILED",
+    JournalState.REFUSED: "refused",
+    JournalState.DRY_RUN: "dry run",
 }
 
 
@@ -97,7 +99,7 @@ def change_line(action: dict[str, Any]) -> str:
     """One change of the journal, in words: ``change #1 by ttft-queue: restarting ...``."""
     head = f"change #{action.get('id')} by {action.get('policy')}"
     state = str(action.get("state"))
-    if state == "open":
+    if state == JournalState.OPEN:
         step = str(action.get("step"))
         return f"{head}: {_STEPS.get(step, step.replace('_', ' '))}"
     outcome = action.get("outcome")

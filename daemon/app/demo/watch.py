@@ -25,6 +25,7 @@ from daemon.app.demo.narration import (
 from daemon.app.demo.sampler import Sample, Sampler
 from daemon.app.demo.scenario import STARTING_MAX_NUM_BATCHED_TOKENS, TTFT_SLO_S, TUNED_OPTION
 from daemon.app.demo.view import Frame, View, offered_load
+from daemon.core.actuation import OPEN
 
 TICK_S = 0.5
 
@@ -164,7 +165,7 @@ class Watch:
             if self._actions.get(action.get("id")) != text:
                 self._actions[action.get("id")] = text
                 self._view.event(t, text)
-                if action.get("state") != "open" and (
+                if action.get("state") != OPEN and (
                     cost := restart_cost(action.get("timings") or {})
                 ):
                     self._view.event(t, cost)
@@ -189,6 +190,6 @@ def cost_lines(actions: list[dict[str, Any]]) -> list[str]:
     """The measured cost of each finished change's restart, oldest first."""
     lines = []
     for action in reversed(actions):
-        if action.get("state") != "open" and (cost := restart_cost(action.get("timings") or {})):
+        if action.get("state") != OPEN and (cost := restart_cost(action.get("timings") or {})):
             lines.append(f"change #{action.get('id')}: {cost}")
     return lines

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from daemon.approvals.records import ProposalRecord, State
 from daemon.approvals.state_machine import applied, failed, reverted, verified
-from daemon.core.actuation import DONE, REVERTED, ActuationResult, ChangeRequest
+from daemon.core.actuation import DONE, FAILED, REVERTED, ActuationResult, ChangeRequest
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.actuation_plane import ActuationPlane
@@ -96,7 +96,7 @@ class ApprovedChangesRunner:
         proposal = record.proposal
         instance = next((i for i in self._config().vllm if i.name == proposal.instance), None)
         if instance is None:
-            result = ActuationResult(proposal.instance, proposal.policy, "failed", "no such server")
+            result = ActuationResult(proposal.instance, proposal.policy, FAILED, "no such server")
         else:
             who = ", ".join(vote.user for vote in record.approvals)
             request = ChangeRequest(
@@ -112,7 +112,7 @@ class ApprovedChangesRunner:
                 result = await self._actuation.apply_approved(instance, request)
             except Exception as exc:
                 log.exception("an approved change crashed", extra={"proposal": proposal_id})
-                result = ActuationResult(proposal.instance, proposal.policy, "failed", str(exc))
+                result = ActuationResult(proposal.instance, proposal.policy, FAILED, str(exc))
         self._record_result(proposal_id, result)
 
     def _record_result(self, proposal_id: str, result: ActuationResult) -> None:

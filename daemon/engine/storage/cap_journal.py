@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.core.clock import Clock
-from daemon.core.gate_actuation import CapResult
+from daemon.core.gate_actuation import CapResult, CapState
 from daemon.engine.storage.state_db import Schema, connect, transaction
 
 LEGACY_FILE = "gate-journal.sqlite3"
@@ -86,7 +86,10 @@ class SqliteCapJournal:
             (target, limit),
         )
         keys = ("at", "policy", "state", "before", "after", "reason", "outcome")
-        return [dict(zip(keys, row, strict=True)) for row in rows]
+        changes = [dict(zip(keys, row, strict=True)) for row in rows]
+        for change in changes:
+            change["state"] = CapState(change["state"])
+        return changes
 
 
 def _adopt(db: sqlite3.Connection, legacy: Path) -> None:

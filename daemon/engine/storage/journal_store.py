@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.core.actuation import OPEN, JournalEntry
+from daemon.core.actuation import APPLIED_STATES, OPEN, JournalEntry, JournalState
 from daemon.core.clock import Clock
 from daemon.core.errors import ChangeInFlight
 from daemon.engine.storage.state_db import Schema, connect, transaction
@@ -63,6 +63,7 @@ CREATE TABLE IF NOT EXISTS quarantine_lifts (
     ),
 )
 
+_APPLIED = ", ".join("?" for _ in APPLIED_STATES)  # placeholders, one per applied state
 _COLUMNS = "id, target, policy, state, step, plan, facts, started_at, finished_at, outcome, timings"
 
 
@@ -126,9 +127,10 @@ class SqliteJournal:
             )
 
     def finish(
-        self, entry_id: int, state: str, outcome: str, timings: Mapping[str, float]
+        self, entry_id: int, state: JournalState, outcome: str, timings: Mapping[str, float]
     ) -> JournalEntry:
-        """Close an entry."""
+        """Close an entry (a string that is not a finished state is refused, not stored)."""
+        state = _finished(state)
         now = self._now()
         with self._transaction():
             self._db.execute(
@@ -148,12 +150,13 @@ class SqliteJournal:
         target: str,
         policy: str,
         *,
-        state: str,
+        state: JournalState,
         outcome: str,
         plan: Mapping[str, Any],
         timings: Mapping[str, float],
     ) -> JournalEntry:
-        """Record a change that ends without being opened."""
+        """Record a change that ends without being opened (its state checked as in finish)."""
+        state = _finished(state)
         now = self._now()
         with self._transaction():
             cursor = self._db.execute(
@@ -184,9 +187,9 @@ class SqliteJournal:
     def applied_since(self, target: str, since: datetime) -> list[JournalEntry]:
         """Changes that restarted ``target`` since ``since``."""
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM actuations WHERE target = ? AND state IN ('done', 'reverted')"  # noqa: S608 - constant columns
+            f"SELECT {_COLUMNS} FROM actuations WHERE target = ? AND state IN ({_APPLIED})"  # noqa: S608 - constant columns
             " AND finished_at >= ? ORDER BY id",
-            (target, since.timestamp()),
+            (target, *APPLIED_STATES, since.timestamp()),
         )
         return [_entry_of(row) for row in rows]
 
@@ -282,7 +285,7 @@ def _entry_of(row: tuple[Any, ...]) -> JournalEntry:
         id=entry_id,
         target=target,
         policy=policy,
-        state=state,
+        state=JournalState(state),
         step=step,
         plan=json.loads(plan),
         facts=json.loads(facts),
@@ -291,6 +294,20 @@ def _entry_of(row: tuple[Any, ...]) -> JournalEntry:
         outcome=outcome,
         timings=json.loads(timings),
     )
+
+
+def _finished(state: str) -> JournalState:
+    """``state`` as a finished state.
+
+    Raises:
+        ValueError: It is not a state, or it is ``open`` (only :meth:`SqliteJournal.begin`
+            opens an entry).
+    """
+    finished = JournalState(state)
+    if finished is OPEN:
+        message = "an entry is finished or recorded in a finished state, not 'open'"
+        raise ValueError(message)
+    return finished
 
 
 def _time(seconds: float) -> datetime:
