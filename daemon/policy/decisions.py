@@ -22,6 +22,7 @@ class DecisionKind(Enum):
     SHADOW = "shadow"  # would have acted, but the policy is in shadow mode
     ALERT = "alert"  # fires on missing data (assume_bad): tells people, never acts
     NOTIFY = "notify"  # a notify action: tells people (details: text, channels), never acts
+    TUNE = "tune"  # a tune action is due: the engine runs a what-if (details: the question)
     ERROR = "error"  # a condition failed to evaluate (details: error); recorded once per message
 
 

@@ -66,6 +66,16 @@ def candidate_grid(current: Setting, envelopes: Mapping[str, Envelope]) -> list[
     return sorted(grid)
 
 
+def within_one_step(
+    candidate: Setting, current: Setting, envelopes: Mapping[str, Envelope]
+) -> bool:
+    """Whether every knob of ``candidate`` is within its ``max_step`` of the value in force."""
+    now, then = current.as_knobs(), candidate.as_knobs()
+    return all(
+        abs(then[knob] - now[knob]) <= envelope.max_step for knob, envelope in envelopes.items()
+    )
+
+
 def _thinned(values: list[int], keep: int) -> list[int]:
     """At most ``_MOST_PER_KNOB`` values, spread evenly, the bounds and ``keep`` kept."""
     if len(values) <= _MOST_PER_KNOB:

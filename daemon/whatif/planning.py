@@ -8,6 +8,10 @@ report), CPU-bound and synchronous: the daemon runs it in a worker process
 restart's loss included (SLO attainment breaks ties), and picks the best one only when it beats
 the setting in force by at least ``min_gain``: a change predicted to lose, or to win by less
 than the model's error, is never picked.
+
+Two objectives: ``goodput`` (the gain is relative: 10% more requests per second within the
+SLO) and ``slo_attainment`` (the share of requests within the SLO over the horizon, the
+requests lost to the restart counted as misses; the gain is in points: 0.1 is 10 points).
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from daemon.whatif.candidates import Setting
 from daemon.whatif.characterisation import StepObservations
@@ -39,6 +43,9 @@ MODELED_KNOBS: dict[str, type] = {
 }
 
 
+Objective = Literal["goodput", "slo_attainment"]
+
+
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
     """Everything one planning round needs (picklable: it goes to the worker).
@@ -55,6 +62,7 @@ class PlanRequest:
         horizon_s: Seconds over which a restart's downtime is paid back.
         min_gain: Least predicted gain (a share) for a change to be picked.
         seed: Seed of the synthetic workload.
+        objective: What candidates are ranked by (the module docstring).
     """
 
     summary: WorkloadSummary
@@ -68,6 +76,7 @@ class PlanRequest:
     horizon_s: float = 3600.0
     min_gain: float = 0.05
     seed: int = 0
+    objective: Objective = "goodput"
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +114,7 @@ class WhatIfReport:
             "simulated_s": request.simulated_s,
             "horizon_s": request.horizon_s,
             "min_gain": request.min_gain,
+            "objective": request.objective,
             "current": self.current.to_json(),
             "candidates": [prediction.to_json() for prediction in self.ranked],
             "pick": None if self.pick is None else self.pick.as_knobs(),
@@ -127,8 +137,12 @@ def plan(request: PlanRequest) -> WhatIfReport:
     arrivals = synthesise(request.summary, request.simulated_s, request.seed)
     predictions, notes = _predictions(profile, base, arrivals, request)
     current = next(p for p in predictions if p.current)
-    ranked = sorted(predictions, key=lambda p: (p.objective, p.slo_attainment), reverse=True)
-    pick, reason = _pick(ranked[0], current, request.min_gain)
+    ranked = sorted(
+        predictions,
+        key=lambda p: (score(p, request.objective), p.slo_attainment, p.goodput_tok_s),
+        reverse=True,
+    )
+    pick, reason = _pick(ranked[0], current, request.min_gain, request.objective)
     return WhatIfReport(
         request=request,
         profile_check=check_profile(profile, request.steps, request.summary),
@@ -205,21 +219,50 @@ def _base_settings(profile: EngineProfile, request: PlanRequest) -> EngineSettin
         raise WhatIfError(message) from exc
 
 
-def _pick(best: Prediction, current: Prediction, min_gain: float) -> tuple[Setting | None, str]:
+def score(prediction: Prediction, objective: Objective) -> float:
+    """A candidate's value under ``objective`` over the horizon, the restart's loss included."""
+    if objective == "goodput":
+        return prediction.objective
+    # The same arrivals for every candidate: the horizon's goodput over the arrival rate is the
+    # share of requests within the SLO, those lost to the restart counted as misses.
+    rate = prediction.arrival_rps
+    return prediction.objective / rate if rate > 0 else 0.0
+
+
+def gain(best: Prediction, current: Prediction, objective: Objective) -> float:
+    """``best``'s predicted gain over ``current``: relative for goodput, in points otherwise."""
+    if objective == "slo_attainment":
+        return score(best, objective) - score(current, objective)
+    if current.objective > 0:
+        return best.objective / current.objective - 1
+    return math.inf if best.objective > 0 else 0.0
+
+
+def _pick(
+    best: Prediction, current: Prediction, min_gain: float, objective: Objective = "goodput"
+) -> tuple[Setting | None, str]:
     if best.current:
         return None, "keep: the setting in force is predicted best"
-    if current.objective > 0:
-        gain = best.objective / current.objective - 1
+    won = gain(best, current, objective)
+    if objective == "slo_attainment":
+        shown, least = f"{won * 100:+.1f} points", f"{min_gain * 100:g} points"
+        what = "SLO attainment"
     else:
-        gain = math.inf if best.objective > 0 else 0.0
-    shown = "from none" if math.isinf(gain) else f"{gain:+.1%}"
-    if gain < min_gain:
+        shown = "from none" if math.isinf(won) else f"{won:+.1%}"
+        what, least = "goodput", f"{min_gain:.0%}"
+    if won < min_gain:
         return None, (
-            f"keep: the best candidate, {best.setting.label()}, gains {shown} of goodput after"
-            f" its restart, less than the {min_gain:.0%} a change must win"
+            f"keep: the best candidate, {best.setting.label()}, gains {shown} of {what} after"
+            f" its restart, less than the {least} a change must win"
         )
     return best.setting, (
-        f"{best.setting.label()}: goodput {shown} over the {current.objective:.2f} req/s in force,"
-        f" after {best.restart_downtime_s:.0f} s down to restart"
+        f"{best.setting.label()}: {what} {shown} over the {_in_force(current, objective)} in"
+        f" force, after {best.restart_downtime_s:.0f} s down to restart"
         f" (~{best.requests_lost_to_restart:.0f} requests lost)"
     )
+
+
+def _in_force(current: Prediction, objective: Objective) -> str:
+    if objective == "slo_attainment":
+        return f"{score(current, objective):.1%}"
+    return f"{current.objective:.2f} req/s"

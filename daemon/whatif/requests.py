@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from daemon.core.settings import VllmInstance
-from daemon.whatif.candidates import TUNED, Setting, candidate_grid
+from daemon.whatif.candidates import TUNED, Setting, candidate_grid, within_one_step
 from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.errors import WhatIfError
-from daemon.whatif.planning import MODELED_KNOBS, PlanRequest
+from daemon.whatif.planning import MODELED_KNOBS, Objective, PlanRequest
 from daemon.whatif.prediction import Slo
 from daemon.whatif.summary import WorkloadSummary
 from simulator.errors import SimulatorError
@@ -26,13 +26,22 @@ DEFAULT_PROFILE = "llama-3.1-8b-h100-tp1"
 
 @dataclass(frozen=True, slots=True)
 class Question:
-    """What a person may choose about a what-if (the CLI's options)."""
+    """What a person (the CLI's options) or a tune policy may choose about a what-if.
+
+    Attributes:
+        knobs: The knobs that may move; one left out stays at its value in force.
+        one_step: Only candidates within each knob's ``max_step`` of the value in force, so
+            that the planner moves to the pick exactly (a tune policy's round asks this).
+    """
 
     profile: str = DEFAULT_PROFILE
     slo: Slo = field(default_factory=Slo)
     simulated_s: float = 300.0
     horizon_s: float = 3600.0
     min_gain: float = 0.05
+    objective: Objective = "goodput"
+    knobs: tuple[str, ...] = TUNED
+    one_step: bool = False
 
 
 def plan_request(
@@ -49,24 +58,28 @@ def plan_request(
     """
     notes: list[str] = []
     current = _in_force(instance, in_force, question.profile, notes)
-    envelopes = {knob: instance.knobs[knob] for knob in TUNED if knob in instance.knobs}
+    envelopes = {knob: instance.knobs[knob] for knob in question.knobs if knob in instance.knobs}
     notes.extend(
         f"{knob}: no envelope in the configuration, held at {current.as_knobs()[knob]}"
-        for knob in TUNED
+        for knob in question.knobs
         if knob not in envelopes
     )
+    candidates = candidate_grid(current, envelopes)
+    if question.one_step:
+        candidates = [c for c in candidates if within_one_step(c, current, envelopes)]
     held = tuple((name, value) for name, value in in_force.items() if name in MODELED_KNOBS)
     request = PlanRequest(
         summary=summary,
         profile=question.profile,
         current=current,
-        candidates=tuple(candidate_grid(current, envelopes)),
+        candidates=tuple(candidates),
         held=held,
         steps=steps,
         slo=question.slo,
         simulated_s=question.simulated_s,
         horizon_s=question.horizon_s,
         min_gain=question.min_gain,
+        objective=question.objective,
     )
     return request, notes
 
