@@ -10,10 +10,10 @@ that fell without resetting: :mod:`daemon.sources.domains`; the value is withhel
 
 vLLM signals use the short names of :mod:`daemon.sources.catalogue` and the instance name as
 ``target``; a data-parallel server has one row for the whole server (no ``engine`` label) and
-one per engine. Other sources' series (``gpu_*``, ``host_*``, MQTT, Prometheus) keep their own
-names, with no target; a configured signal (a Prometheus query, an MQTT subscription) that has
-no series yet has one ``no_data`` row naming its source, so that it shows before its first
-value.
+one per engine, a server with one engine only the row for the whole server. Other sources'
+series (``gpu_*``, ``host_*``, MQTT, Prometheus) keep their own names, with no target; a
+configured signal (a Prometheus query, an MQTT subscription) that has no series yet has one
+``no_data`` row naming its source, so that it shows before its first value.
 """
 
 from __future__ import annotations

@@ -63,8 +63,9 @@ class VllmScrape:
     """What one ``/metrics`` page said, in canonical form, with what was odd about it.
 
     Attributes:
-        samples: Canonical samples sorted by name and labels: per engine (label ``engine``)
-            and aggregated (no ``engine``) on data-parallel servers.
+        samples: Canonical samples sorted by name and labels: on a data-parallel server per
+            engine (label ``engine``) and aggregated (no ``engine``); on a server with one
+            engine, the aggregate alone (the same values, stored once).
         engines: Values of the ``engine`` label seen, sorted; empty on older servers.
         unknown_families: vLLM families (``vllm:name``) neither mapped nor known to be unused;
             usually a rename the vocabulary has not caught up with.
@@ -328,7 +329,10 @@ def parse_vllm_metrics(
     ratio; the common value for settings (none if engines disagree). Summing counters before
     taking rates is safe here because the engines of one server restart together, so a reset
     of one is a reset of all. A series that vLLM itself exposes without ``engine`` is taken as
-    it is and never overwritten by an aggregate.
+    it is and never overwritten by an aggregate. A server with a single engine (``engine="0"``
+    on every series, as vLLM V1 labels even one engine) yields the aggregates alone: its
+    per-engine series would repeat them value for value, and holding both doubled what the
+    store keeps and every scrape's work.
 
     Args:
         text: The page as text.
@@ -402,7 +406,9 @@ def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
             deprecated.add(gathered.families[name, rank])
         superseded.update(gathered.families[name, other] for other in by_rank if other != rank)
         signal = BY_NAME[name]
-        explicit, groups = _emit_series(by_rank[rank], at, source, samples)
+        explicit, groups = _emit_series(
+            by_rank[rank], at, source, samples, per_engine=len(gathered.engines) > 1
+        )
         for key, values in groups.items():
             if key in explicit or key in gathered.incomplete:
                 continue
@@ -429,14 +435,22 @@ def _emit_series(
     at: float,
     source: str,
     samples: list[Sample],
+    *,
+    per_engine: bool,
 ) -> tuple[set[SeriesKey], dict[SeriesKey, list[float]]]:
-    """Append each series as exposed; return those without ``engine`` and the engine groups."""
+    """Append each series as exposed; return those without ``engine`` and the engine groups.
+
+    With ``per_engine`` False (a single engine), a series labelled ``engine`` is only grouped:
+    its aggregate, equal to it, stands for it.
+    """
     explicit: set[SeriesKey] = set()
     groups: dict[SeriesKey, list[float]] = {}
     for key, (value, aggregate) in series_values.items():
-        samples.append(Sample(key, value, at, source))
         if aggregate is None:
+            samples.append(Sample(key, value, at, source))
             explicit.add(key)
         else:
+            if per_engine:
+                samples.append(Sample(key, value, at, source))
             groups.setdefault(aggregate, []).append(value)
     return explicit, groups

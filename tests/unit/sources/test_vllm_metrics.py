@@ -49,24 +49,20 @@ def test_v0_docs_excerpt_without_engine_label_gives_the_aggregate_only() -> None
 
 def test_v1_0_10_excerpt_maps_old_and_new_names() -> None:
     scrape = parse(V1_0_10)
-    engine0 = labels(model_name=GLM, engine="0")
+    # One engine: its series are stored once, as the server's (no engine label).
     aggregate = labels(model_name=GLM)
-    assert values(scrape, "vllm_kv_cache_usage_ratio") == {
-        engine0: 9.75010481363281e-06,
-        aggregate: 9.75010481363281e-06,
-    }
+    assert values(scrape, "vllm_kv_cache_usage_ratio") == {aggregate: 9.75010481363281e-06}
     # vllm:gpu_prefix_cache_hits is the deprecated name; its replacement is not on this page.
-    assert values(scrape, "vllm_prefix_cache_hits_total") == {engine0: 0.0, aggregate: 0.0}
-    assert values(scrape, "vllm_prefix_cache_queries_total") == {engine0: 32.0, aggregate: 32.0}
+    assert values(scrape, "vllm_prefix_cache_hits_total") == {aggregate: 0.0}
+    assert values(scrape, "vllm_prefix_cache_queries_total") == {aggregate: 32.0}
     assert scrape.deprecated_families == {"vllm:gpu_prefix_cache_hits"}
     assert scrape.superseded_families == frozenset()
     assert scrape.engines == ("0",)
-    assert len(scrape.samples) == 6  # the _created series are ignored
+    assert len(scrape.samples) == 3  # the _created series are ignored
 
 
 def test_v0_33_page_gives_every_canonical_signal() -> None:
     scrape = parse(V0_33)
-    engine0 = labels(model_name=QWEN, engine="0")
     aggregate = labels(model_name=QWEN)
     expected = {
         "vllm_num_requests_running": 12.0,
@@ -86,7 +82,7 @@ def test_v0_33_page_gives_every_canonical_signal() -> None:
         "vllm_queue_seconds_count": 3.0,
     }
     for name, value in expected.items():
-        assert values(scrape, name) == {engine0: value, aggregate: value}, name
+        assert values(scrape, name) == {aggregate: value}, name
     assert (
         values(scrape, "vllm_num_requests_waiting_by_reason")[
             labels(model_name=QWEN, reason="capacity")
@@ -100,15 +96,14 @@ def test_v0_33_page_gives_every_canonical_signal() -> None:
         == 311.0
     )
     ttft = values(scrape, "vllm_ttft_seconds_bucket")
-    assert len(ttft) == 2 * 23
+    assert len(ttft) == 23
     assert ttft[labels(model_name=QWEN, le="0.25")] == 4.0
     assert ttft[labels(model_name=QWEN, le="+Inf")] == 7.0
     itl = values(scrape, "vllm_itl_seconds_bucket")
-    assert itl[labels(model_name=QWEN, engine="0", le="0.025")] == 3.0
-    assert values(scrape, "vllm_num_gpu_blocks") == {
-        labels(engine="0"): 29205.0,
-        labels(): 29205.0,
-    }
+    assert itl[labels(model_name=QWEN, le="0.025")] == 3.0
+    assert values(scrape, "vllm_num_gpu_blocks") == {labels(): 29205.0}
+    assert scrape.engines == ("0",)
+    assert not any(sample.key.label("engine") for sample in scrape.samples)
     assert values(scrape, "vllm_gpu_memory_utilization")[labels()] == 0.9
     assert values(scrape, "vllm_block_size")[labels()] == 16.0
     assert scrape.unknown_families == frozenset()
@@ -151,9 +146,10 @@ def test_data_parallel_page_gives_per_engine_and_aggregated_samples() -> None:
     assert blocks[labels()] == 2 * 29205.0
     assert values(scrape, "vllm_gpu_memory_utilization")[labels()] == 0.9
     assert values(scrape, "vllm_block_size")[labels()] == 16.0
-    # Every series of the single-engine page is here twice per engine, plus one aggregate.
+    # Each series of the single-engine page (stored once, as the server's) is here once per
+    # engine, plus the aggregate.
     single = parse(V0_33)
-    assert len(scrape.samples) == len(single.samples) * 3 // 2
+    assert len(scrape.samples) == len(single.samples) * 3
 
 
 @pytest.mark.parametrize(
