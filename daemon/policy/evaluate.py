@@ -8,11 +8,14 @@ Semantics, in the order they apply:
   result (CEL settles ``true || x`` without ``x``), the result is *no data* and ``on_no_data``
   decides: ``hold`` changes nothing at all, ``assume_ok`` reads it as false,
   ``assume_bad`` as true, but a policy firing on missing data only alerts, it never acts.
+  Under ``hold``, time without data counts toward no timer: ``for`` and ``keep_firing_for``
+  pause, and a gap as long as the timer starts it over (:meth:`PolicyState.seeing`).
   An implausible value (outside its signal's domain, :mod:`daemon.sources.domains`) is no
   value either: the view lacks it, and says why in ``implausible``.
 * When ``when`` or ``clear`` fails to evaluate (an integer division by zero, CEL's iteration
-  budget exceeded), that is an *error*, not no data: the policy holds (its phase, its timers)
-  and carries the message in its state; an ``error`` decision is recorded once per message.
+  budget exceeded), that is an *error*, not no data: the policy holds (its phase; its timers
+  stop counting, as without data) and carries the message in its state; an ``error``
+  decision is recorded once per message.
   The next evaluation that succeeds clears it.
 * Inactive → pending when ``when`` holds; pending → firing once it has held for ``for``
   (pending → inactive as soon as it does not).
@@ -81,10 +84,11 @@ def evaluate(
     except EvaluationError as exc:
         message = str(exc)
         if state.error == message:
-            return state, []
+            return state.blind(now), []
         evidence = _evidence(spec.when, view, state, now, note=message)
         error = _decision(spec, view, now, DecisionKind.ERROR, evidence, details={"error": message})
-        return replace(state, error=message), [error]
+        # A condition that cannot be evaluated is not seen holding either: timers stop counting.
+        return replace(state.blind(now), error=message), [error]
     return (after if after.error is None else replace(after, error=None)), decisions
 
 
@@ -95,7 +99,7 @@ def _evaluate(
     no_data = truth is None
     if truth is None:
         if spec.on_no_data is NoData.HOLD:
-            return state, []
+            return state.blind(now), []  # no transition, and a running timer stops counting
         truth = spec.on_no_data is NoData.ASSUME_BAD
     holds: bool = truth
     decisions: list[Decision] = []
@@ -130,6 +134,7 @@ def _advance(
     if state.phase is Phase.INACTIVE and holds:
         state = PolicyState(Phase.PENDING, now, None, state.last_action_at, state.actions)
     if state.phase is Phase.PENDING:
+        state = state.seeing(now, spec.for_s)
         if not holds:
             return replace(state, phase=Phase.INACTIVE, since=now), False
         assert state.since is not None
@@ -155,8 +160,9 @@ def _maybe_resolve(
     exit_holds = (not holds) if spec.clear is None else _truth(spec.clear, view)
     if exit_holds is None:  # the clear condition lacks data
         if spec.on_no_data is NoData.HOLD:
-            return state
+            return state.blind(now)
         exit_holds = spec.on_no_data is NoData.ASSUME_OK
+    state = state.seeing(now, spec.keep_firing_for_s)
     if not exit_holds:
         return replace(state, clearing_since=None)
     clearing_since = state.clearing_since if state.clearing_since is not None else now

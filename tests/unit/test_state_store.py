@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
+from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.storage.state_store import StateStore
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.planner import KnobHistory
@@ -48,3 +50,38 @@ def test_decisions_are_logged_with_evidence_newest_first(tmp_path: Path) -> None
     assert oldest["evidence"]["signals"] == {"kv_usage": 0.95}
     store.forget_policies(["other"])
     store.close()
+
+
+class _StoppedClock:
+    """A clock that reads what the test says: monotonic ``now``, wall = ``base`` + ``now``."""
+
+    def __init__(self, now: float, base: float) -> None:
+        self.now, self.base = now, base
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def wall(self) -> datetime:
+        return datetime.fromtimestamp(self.base + self.now, UTC)
+
+
+def test_a_governor_that_starts_again_restarts_the_timers_it_did_not_watch(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / "state.sqlite3")
+    pending = PolicyState(Phase.PENDING, 900.0)  # `for` running since 900 s
+    firing = PolicyState(Phase.FIRING, 500.0, 950.0, 600.0, (600.0,))  # clearing since 950 s
+    store.save_states({("p", "main"): pending, ("f", "main"): firing}, 1_700_000_000.0)
+    store.close()
+    # The governor was down for an hour; it starts again at monotonic 10.
+    ledger = PolicyLedger(
+        StateStore(tmp_path / "state.sqlite3"), _StoppedClock(10.0, 1_700_004_600.0)
+    )
+    ledger.restore()
+    assert ledger.states[("p", "main")].since == 10.0, "the hour down does not count toward `for`"
+    restored = ledger.states[("f", "main")]
+    assert restored.phase is Phase.FIRING
+    assert restored.clearing_since is None, "nor toward keep_firing_for"
+    assert restored.last_action_at is not None, "the last action carries over"
+    assert restored.actions, "and so does the hourly budget"
+    ledger.store.close()

@@ -31,8 +31,11 @@ class PolicyLedger:
 
     def restore(self) -> None:
         """Load what the previous run left (times are monotonic, so they are shifted)."""
-        offset = self.offset()
-        self.states = self.store.load_states(offset)
+        offset, now = self.offset(), self._clock.monotonic()
+        # The time this governor was down was watched by no one: it counts toward no timer.
+        self.states = {
+            key: state.restarted(now) for key, state in self.store.load_states(offset).items()
+        }
         self.history = self.store.load_history(offset)
 
     def keep_states(self, states: Mapping[StateKey, PolicyState]) -> None:

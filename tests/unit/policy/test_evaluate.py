@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from daemon.policy.decisions import DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
@@ -112,7 +114,7 @@ def test_without_clear_the_negated_condition_exits() -> None:
 @pytest.mark.parametrize(
     ("on_no_data", "fires_at"),
     [
-        ("hold", 120),  # the gap changes nothing: pending since 0 s
+        ("hold", 170),  # pending since 0 s; the 50 s unseen (60 s -> 110 s) do not count
         ("assume_ok", 230),  # the gap reads as "fine": pending again from 110 s
         ("assume_bad", 120),  # the gap reads as "bad": pending since 0 s
     ],
@@ -121,6 +123,58 @@ def test_no_data_follows_on_no_data(on_no_data: str, fires_at: float) -> None:
     timeline = [*every(10, 0, 50, BAD), *every(10, 60, 100, None), *every(10, 110, 250, BAD)]
     _, seen = run(policy(on_no_data=on_no_data), timeline)
     assert seen[0] == (fires_at, "fired", None)
+
+
+def test_a_gap_as_long_as_for_starts_the_pending_timer_over() -> None:
+    # Seen holding 0 -> 100 s, then 130 s without data: nobody knows it held meanwhile.
+    timeline = [*every(10, 0, 100, BAD), *every(10, 110, 230, None), *every(10, 240, 400, BAD)]
+    _, seen = run(policy(), timeline)
+    assert seen[0] == (360, "fired", None)  # a whole `for` (2m) seen again, from 240 s
+
+
+def test_time_without_data_does_not_count_toward_keep_firing_for() -> None:
+    # Fires at 120 s; clear holds from 130 s; 40 s of no data at 150 s -> 190 s; keep_firing_for
+    # (1m) is reached at 130 + 60 + 40 = 230 s, not at 190 s just as data comes back.
+    timeline = [*every(10, 0, 120, BAD), *every(10, 130, 140, GOOD), *every(10, 150, 180, None),
+                *every(10, 190, 300, GOOD)]  # fmt: skip
+    _, seen = run(policy(), timeline)
+    assert [(at, kind) for at, kind, _ in seen if kind == "resolved"] == [(230, "resolved")]
+
+
+def test_a_condition_that_fails_to_evaluate_is_not_seen_holding() -> None:
+    spec = policy(when="int(waiting) / int(running) > 1", clear="waiting < 1.0", **{"for": "1m"})
+    failing = {"waiting": 5.0, "running": 0.0}  # an integer division by zero
+    bad = {"waiting": 5.0, "running": 1.0}
+    timeline = [*every(10, 0, 30, bad), *every(10, 40, 70, failing), *every(10, 80, 200, bad)]
+    _, seen = run(spec, timeline)
+    assert [(at, kind) for at, kind, _ in seen] == [(40, "error"), (100, "fired"), (100, "intent")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(["bad", "gone", "good"]), min_size=1, max_size=60))
+def test_hold_fires_only_after_for_seen_holding(ticks: list[str]) -> None:
+    spec = policy()  # for: 2m, on_no_data: hold
+    signals = {"bad": BAD, "gone": None, "good": GOOD}
+    timeline = [(10.0 * i, signals[tick]) for i, tick in enumerate(ticks)]
+    _, seen = run(spec, timeline)
+    fired = [at for at, kind, _ in seen if kind == "fired"]
+    if not fired:
+        return
+    # Walk back from the firing tick: the time seen holding is each step that began on a tick
+    # seen bad; an unseen stretch at least `for` long, or a good tick, ends the episode.
+    at = int(fired[0] // 10)
+    seen_s, unseen_s = 0.0, 0.0
+    for i in range(at - 1, -1, -1):
+        if ticks[i] == "good":
+            break
+        if ticks[i] == "gone":
+            unseen_s += 10.0
+            continue
+        if unseen_s >= spec.for_s:
+            break
+        unseen_s = 0.0
+        seen_s += 10.0
+    assert seen_s >= spec.for_s, (ticks, fired[0], seen_s)
 
 
 def test_assume_bad_fires_on_missing_data_but_only_alerts() -> None:
