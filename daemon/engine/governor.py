@@ -36,6 +36,8 @@ from daemon.engine.approvals.approval_desk import ApprovalDesk
 from daemon.engine.approvals.approval_recheck import PolicyLens
 from daemon.engine.approvals.approvals_plane import ApprovalsPlane
 from daemon.engine.batches.batch_desk import BatchDesk
+from daemon.engine.batches.lane_steerer import LaneSteerer, journal_in_flight
+from daemon.engine.batches.lanes import BatchLanes
 from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.policy_plane import PolicyPlane
@@ -131,7 +133,18 @@ class Governor:
         router = Router(config, self._actuation, registry, propose=self._approvals.propose)
         self._notifications = self._notifiers()
         self._recorder = Recorder(lambda: self._loaded.config.recording)
-        self._batches = BatchDesk(self._config_in_force, state_path, clock)
+        lanes = BatchLanes()
+        self._batches = BatchDesk(self._config_in_force, state_path, clock, lanes)
+        self._lane_steerer = LaneSteerer(
+            config=config,
+            specs=lens.specs,
+            states=lens.states,
+            views=lens.views,
+            lanes=lanes,
+            in_flight=journal_in_flight(self._actuation.journal),
+            clock=clock,
+            registry=registry,
+        )
         self._evaluator = Evaluator(
             config,
             self._policies.current,
@@ -266,6 +279,7 @@ class Governor:
         tasks.extend(self._approvals.tasks())
         tasks.extend(self._notifications.tasks())
         tasks.extend(self._batches.tasks())
+        tasks.append(EternalTask("batch lane steerer", self._lane_steerer.run))
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

@@ -114,8 +114,8 @@ def _evaluate(
             decisions.append(_decision(spec, view, now, DecisionKind.ALERT, evidence))
         return state, decisions
     action = spec.action
-    if action is None or action.vetoes or action.admission is not None:
-        return state, decisions  # alerts, vetoes and admission loops act through their firing
+    if action is None or action.vetoes or action.admission is not None or action.batch:
+        return state, decisions  # alerts, vetoes, admission loops, batch lanes: by firing
     if not _due(spec, state, now, wall, started):
         return state, decisions
     return _attempt(spec, state, view, now, wall=wall, evidence=evidence, decisions=decisions)

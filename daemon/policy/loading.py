@@ -27,6 +27,7 @@ from daemon.core.toml_locations import KeyPath, nearest_location
 from daemon.core.validation_issues import unknown_name, validation_issues
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
 from daemon.policy.admission.controllers import build_controller
+from daemon.policy.batch_loading import batch_lane_spec
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression, ExpressionError, compiler
 from daemon.policy.notify_text import template_problems
@@ -326,10 +327,11 @@ def _action(
 ) -> ActionSpec | None:
     if model is None:
         return None
-    if sum(map(bool, (model.set, model.operation, model.veto, model.admission, model.notify))) != 1:
+    doings = (model.set, model.operation, model.veto, model.admission, model.notify)
+    if sum(map(bool, (*doings, model.batch))) != 1:
         message = (
             "an action does exactly one thing: set knobs, run an operation, veto knobs, "
-            "run an admission controller, or notify"
+            "run an admission controller, notify, or open or close the batch lane"
         )
         issues.append(_issue(document, ("action",), message))
         return None
@@ -340,9 +342,8 @@ def _action(
         _unknown_knob(knob, ("action", "veto", index), document, issues)
     if model.veto:
         return ActionSpec((), None, "auto", tuple(model.veto))
-    if model.admission is not None:
-        admission = _admission(model.admission, document, issues)
-        return None if admission is None else ActionSpec((), None, "auto", admission=admission)
+    if model.admission is not None or model.batch is not None:
+        return _through_firing(model, document, issues, compile_action)
     if model.notify is not None:
         return _notify(model.notify, document, issues, when)
     changes = []
@@ -415,6 +416,22 @@ def _notify(
         return None
     spec = NotifySpec(model.text, tuple(dict.fromkeys(model.channels)))
     return ActionSpec((), None, "auto", notify=spec)
+
+
+def _through_firing(
+    model: ActionModel, document: LocatedDocument, issues: list[ConfigIssue], compile_action: Any
+) -> ActionSpec | None:
+    """An action that acts while its policy fires: an admission loop, or the batch lane's width.
+
+    Both are live (no restart, nothing to approve): their risk is always auto.
+    """
+    if model.batch is not None:
+        lane = batch_lane_spec(model.batch, model.risk, compile_action)
+        issues.extend(_issue(document, ("action", *where), text) for where, text in lane.problems)
+        return None if lane.spec is None else ActionSpec((), None, "auto", batch=lane.spec)
+    assert model.admission is not None
+    admission = _admission(model.admission, document, issues)
+    return None if admission is None else ActionSpec((), None, "auto", admission=admission)
 
 
 def _admission(

@@ -83,6 +83,13 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "it fires), never a change. Its text may name the signals `when` reads.",
             ({"text": "KV cache at {kv_usage} on {target}", "channels": ["mqtt", "slack"]},),
         ),
+        "batch": (
+            "While this policy fires on a server, the batch lane there is open this wide "
+            "(concurrency: a CEL number over signals and `current`, the lane's width now), "
+            "or closed (open: false); the lane is closed when no batch policy fires (see "
+            "docs/batch.md).",
+            ({"open": True, "concurrency": "math.least(current + 2.0, 16.0 - running)"},),
+        ),
         "risk": (
             "auto: applied by the governor; approval: a person approves it first. Default: "
             "approval for restarts and restart-required knobs, else auto.",
@@ -98,6 +105,14 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
         "channels": (
             "Where it goes: mqtt (an event on the governor's events topic), slack.",
             (["mqtt", "slack"],),
+        ),
+    },
+    "BatchModel": {
+        "open": ("true: open the lane (concurrency required); false: close it.", (True,)),
+        "concurrency": (
+            "How many batch requests may be in flight: a number, or a CEL number over signals "
+            "and `current`; rounded down, within [0, [batch] concurrency].",
+            ("current + 1.0",),
         ),
     },
     "AdmissionModel": {

@@ -18,6 +18,8 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
       # or: admission: {controller: slo-band, every: 2s, min_cap: 4}
       #                            (while this fires, a fast loop moves the admission cap)
       # or: notify: {text: "KV at {kv_usage}", channels: [mqtt, slack]}   (only tells people)
+      # or: batch: {open: true, concurrency: "current + 1.0"}
+      #                            (while this fires, the batch lane is open this wide, or closed)
     cooldown: 30m                  # at most one action per cooldown while it keeps firing
     budget_per_hour: 2
     mode: active                   # shadow: decide and record, never act
@@ -111,6 +113,13 @@ class NotifyModel(_Model):
     channels: Annotated[tuple[Literal["mqtt", "slack"], ...], Field(min_length=1)] = ("mqtt",)
 
 
+class BatchModel(_Model):
+    """The batch lane of the target while the policy fires: open this wide, or closed."""
+
+    open: bool = True
+    concurrency: str | int | float | None = None
+
+
 class ActionModel(_Model):
     """What the policy does when it fires."""
 
@@ -119,6 +128,7 @@ class ActionModel(_Model):
     veto: tuple[str, ...] = ()
     admission: AdmissionModel | None = None
     notify: NotifyModel | None = None
+    batch: BatchModel | None = None
     risk: Literal["auto", "approval"] | None = None
 
 
@@ -194,6 +204,19 @@ class ActionSpec:
     vetoes: tuple[str, ...] = ()  # knobs no policy may move the unsafe way while this fires
     admission: AdmissionSpec | None = None  # a fast loop on the admission cap while this fires
     notify: NotifySpec | None = None  # a message to people instead of a change
+    batch: BatchLaneSpec | None = None  # the batch lane's width while this fires
+
+
+@dataclass(frozen=True, slots=True)
+class BatchLaneSpec:
+    """A validated ``batch`` action: the lane open at ``concurrency``, or closed (None).
+
+    Like an admission loop, it acts through its firing (:mod:`daemon.policy.batch_lane`): the
+    lane's width is re-read from the expression at every look while the policy fires, and the
+    lane closes when no opening policy fires. ``current`` is the lane's width now.
+    """
+
+    concurrency: Expression | None
 
 
 @dataclass(frozen=True, slots=True)

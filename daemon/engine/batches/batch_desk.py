@@ -29,6 +29,7 @@ from daemon.core.settings import GovernorConfig
 from daemon.engine.batches.batch_inbox import BatchInbox
 from daemon.engine.batches.crash_points import CrashPoints
 from daemon.engine.batches.job_runner import JobRunner
+from daemon.engine.batches.lanes import BatchLanes
 from daemon.engine.runtime.control_server import Caller, Handler
 from daemon.engine.runtime.paged_replies import PagedReplies
 from daemon.engine.runtime.supervisor import EternalTask, Readiness
@@ -40,8 +41,15 @@ log = logging.getLogger(__name__)
 class BatchDesk:
     """Runs the ledger's jobs and answers the batch commands."""
 
-    def __init__(self, config: Callable[[], GovernorConfig], ledger_path: Path, clock: Clock):
+    def __init__(
+        self,
+        config: Callable[[], GovernorConfig],
+        ledger_path: Path,
+        clock: Clock,
+        lanes: BatchLanes,
+    ) -> None:
         self._config = config
+        self._lanes = lanes
         self._ledger = BatchLedger(ledger_path)
         self._clock = clock
         self._crash_points = CrashPoints()
@@ -97,6 +105,7 @@ class BatchDesk:
             base_url=instance.url,
             clock=self._clock,
             crash_points=self._crash_points,
+            lane=self._lanes.lane(job.target),
         )
         self._runner = runner
         try:
@@ -254,6 +263,7 @@ class BatchDesk:
             "submitted_at": job.submitted_at.isoformat(timespec="seconds"),
             "deadline": None if job.deadline is None else job.deadline.isoformat(),
             "reason": job.reason,
+            "lane": self._lanes.lane(job.target).status(),
         }
 
 

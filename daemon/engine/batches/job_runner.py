@@ -12,6 +12,11 @@ requests in flight) never separates them; only a crash can, and reconciling cove
 Requests are therefore sent *at least* once (a request in flight at a crash, or at a pause, is
 sent again) and their results written *exactly* once.
 
+The requests go through the target's batch lane (:mod:`.lanes`): a worker waits for room in
+the lane before each line, and a line whose request the lane cancels (it narrowed or closed)
+goes back to pending and is sent again when there is room; the job keeps running meanwhile.
+Without a lane (tests of the runner alone), it runs at ``[batch] concurrency``.
+
 A pause or a cancel stops the requests in flight at once. Paused, the job waits to be
 resumed; cancelled (or past its deadline), every line not done gets a ``batch_cancelled``
 (``batch_expired``) line in the errors file, as OpenAI writes them, so that every custom_id of
@@ -34,6 +39,7 @@ from daemon.batch.result_lines import CANCELLED, EXPIRED, ResultFile, ResultLine
 from daemon.core.batch_settings import BatchSection
 from daemon.core.clock import Clock
 from daemon.engine.batches.crash_points import CrashPoints
+from daemon.engine.batches.lanes import Lane
 from daemon.engine.batches.line_sender import LineSender
 from daemon.engine.storage.batch_ledger import BatchLedger
 
@@ -57,8 +63,10 @@ class JobRunner:
         base_url: str,
         clock: Clock,
         crash_points: CrashPoints,
+        lane: Lane | None = None,
     ) -> None:
         self.job = job
+        self._lane = lane if lane is not None else Lane(job.target, settings.concurrency, "fixed")
         self._ledger = ledger
         self._settings = settings
         self._clock = clock
@@ -175,11 +183,37 @@ class JobRunner:
         """Take lines one at a time until none is left, the job stops, or its deadline passes."""
         job_id = self.job.job_id
         while todo and self._stop is None and not self._past_deadline():
+            if not await self._room_in_lane():
+                return  # the deadline passed while the lane was full or closed
+            if not todo or self._stop is not None:
+                return
             line = todo.popleft()
             self._ledger.sending(job_id, line.line_no)
             self._crash.reached("sent")
-            result = await self._sender.send(line)
-            self._record(line.line_no, result)
+            send = self._lane.start(self._sender.send(line), name=f"batch line {line.line_no}")
+            try:
+                await asyncio.wait({send})
+            except asyncio.CancelledError:  # the job stops: its request stops too
+                send.cancel()
+                raise
+            if send.cancelled():  # the lane narrowed: the line waits for room again
+                self._ledger.back_to_pending(job_id, line.line_no)
+                todo.appendleft(line)
+                continue
+            self._record(line.line_no, send.result())
+
+    async def _room_in_lane(self) -> bool:
+        """Wait for room in the lane; False when the job's deadline passes first."""
+        deadline = self.job.deadline
+        if deadline is None:
+            await self._lane.room()
+            return True
+        try:
+            async with asyncio.timeout((deadline - self._clock.wall()).total_seconds()):
+                await self._lane.room()
+        except TimeoutError:
+            return False
+        return True
 
     def _record(self, line_no: int, result: ResultLine) -> None:
         """Write a result, then mark its line done; no ``await`` may come between the two."""

@@ -141,6 +141,14 @@ class BatchLedger:
                 (LineState.IN_FLIGHT, job_id, line_no),
             )
 
+    def back_to_pending(self, job_id: str, line_no: int) -> None:
+        """A line whose request was cancelled before its answer (the lane narrowed): send later."""
+        with transaction(self._db):
+            self._db.execute(
+                "UPDATE batch_lines SET state = ? WHERE job_id = ? AND line_no = ? AND state = ?",
+                (LineState.PENDING, job_id, line_no, LineState.IN_FLIGHT),
+            )
+
     def done(self, job_id: str, line_no: int) -> None:
         """Mark a line done: its result is on disk in a result file."""
         with transaction(self._db):

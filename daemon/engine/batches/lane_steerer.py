@@ -1,0 +1,165 @@
+"""The batch lane steerer: sets each target's lane from the batch policies, every second.
+
+The evaluator decides whether a batch policy fires; this task reads those states and sets the
+lane's width (:func:`daemon.policy.batch_lane.lane_width`), within ``[batch] concurrency``.
+Moving the lane is a live change of what the governor sends to vLLM, so it passes the checks
+the other live changes pass, in this order:
+
+- **One change in flight.** While a change of the target is in flight (an open journal entry:
+  a restart being drained, restarted, verified), the lane is closed: a batch request must not
+  hold the drain up, nor meet a server that is going away. It opens again, as the policies say,
+  once the entry is finished.
+- **Freeze.** A frozen target's lane holds: it may narrow or close (the safer way) but never
+  open or widen, as a freeze holds an admission cap where it is.
+
+A target no batch policy watches runs at ``[batch] concurrency`` (the lane as it was before
+policies could move it), through the same checks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol
+
+from prometheus_client import CollectorRegistry, Gauge
+
+from daemon.core.actuation import JournalEntry
+from daemon.core.clock import Clock
+from daemon.core.freezes import freeze_reason
+from daemon.core.settings import GovernorConfig
+from daemon.engine.batches.lanes import BatchLanes, Lane
+from daemon.engine.runtime.supervisor import Readiness
+from daemon.policy.batch_lane import LaneWidth, batch_policies, lane_width
+from daemon.policy.evaluate import TargetView
+from daemon.policy.spec import PolicySpec
+from daemon.policy.state import Phase, PolicyState
+
+log = logging.getLogger(__name__)
+
+TICK_S = 1.0  # how often the lanes are looked at: a lane narrows within about this long
+
+# target -> a sentence naming the change in flight on it, or None when there is none.
+InFlight = Callable[[str], str | None]
+
+
+class LaneSteerer:
+    """Sets every configured target's batch lane, as the policies and the checks say.
+
+    Args:
+        config: The configuration in force.
+        specs: The policies in force.
+        states: The evaluator's policy states, by (policy, target).
+        views: Each target's view now (only read while a batch policy fires somewhere).
+        lanes: The lanes the job runners send through.
+        in_flight: What change is in flight on a target (the actuation journal's open entry).
+        clock: The injected clock (freeze expiries and schedules are wall-clock times).
+        registry: Where the lane's gauge goes.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Callable[[], GovernorConfig],
+        specs: Callable[[], Sequence[PolicySpec]],
+        states: Callable[[], Mapping[tuple[str, str], PolicyState]],
+        views: Callable[[], Mapping[str, TargetView]],
+        lanes: BatchLanes,
+        in_flight: InFlight,
+        clock: Clock,
+        registry: CollectorRegistry,
+    ) -> None:
+        self._config = config
+        self._specs = specs
+        self._states = states
+        self._views = views
+        self._lanes = lanes
+        self._in_flight = in_flight
+        self._clock = clock
+        self._width = Gauge(
+            "vllm_governor_batch_lane_width",
+            "How many batch requests the governor may have in flight on each target now.",
+            ["target"],
+            registry=registry,
+        )
+
+    async def run(self, readiness: Readiness) -> None:
+        """Look every :data:`TICK_S`, forever."""
+        readiness.started()
+        while True:
+            self.tick_once()
+            await asyncio.sleep(TICK_S)
+
+    def tick_once(self) -> None:
+        """Set every target's lane once."""
+        config = self._config()
+        specs, states = self._specs(), self._states()
+        ceiling = config.batch.concurrency
+        views: Mapping[str, TargetView] | None = None
+        for instance in config.vllm:
+            target = instance.name
+            lane = self._lanes.lane(target)
+            view = TargetView(target, {}, {})
+            if _firing(specs, states, target):
+                views = self._views() if views is None else views
+                view = views.get(target, view)
+            decided = lane_width(
+                specs, states, view, self._clock.wall(), current=lane.width, ceiling=ceiling
+            )
+            if decided is None:
+                decided = LaneWidth(ceiling, None, "no batch policy: at [batch] concurrency")
+            self._set(lane, self._checked(target, lane, decided, config.governor.state_dir))
+
+    def _checked(self, target: str, lane: Lane, decided: LaneWidth, state_dir: Path) -> LaneWidth:
+        """The width the checks allow: closed while a change is in flight, held when frozen."""
+        change = self._in_flight(target)
+        if change is not None:
+            return LaneWidth(0, decided.policy, f"{change}: the lane waits for it, closed")
+        if decided.width > lane.width:
+            frozen = freeze_reason(state_dir, target, self._clock.wall())
+            if frozen:
+                return LaneWidth(lane.width, decided.policy, f"{frozen}: the lane may not widen")
+        return decided
+
+    def _set(self, lane: Lane, decided: LaneWidth) -> None:
+        before = lane.width
+        lane.set(decided.width, decided.reason, decided.policy)
+        self._width.labels(target=lane.target).set(decided.width)
+        if decided.width != before:
+            log.info(
+                "batch lane moved",
+                extra={
+                    "target": lane.target,
+                    "before": before,
+                    "after": decided.width,
+                    "reason": decided.reason,
+                },
+            )
+
+
+def _firing(
+    specs: Sequence[PolicySpec], states: Mapping[tuple[str, str], PolicyState], target: str
+) -> bool:
+    """Whether a batch policy fires on ``target`` (its view is then needed)."""
+    return any(
+        (state := states.get((spec.name, target))) is not None and state.phase is Phase.FIRING
+        for spec in batch_policies(specs, target)
+    )
+
+
+class _OpenEntries(Protocol):
+    def open_entry(self, target: str) -> JournalEntry | None: ...
+
+
+def journal_in_flight(journal: _OpenEntries) -> InFlight:
+    """What change is in flight on a target, read from the actuation journal's open entry."""
+
+    def in_flight(target: str) -> str | None:
+        entry = journal.open_entry(target)
+        if entry is None:
+            return None
+        return f"change {entry.id} of {target} by {entry.policy} is in flight ({entry.step})"
+
+    return in_flight

@@ -1,0 +1,100 @@
+"""The batch lane of each target: how many batch requests may be in vLLM at once, now.
+
+A job's workers take a place in their target's lane before each request (:meth:`Lane.room`,
+then :meth:`Lane.start` with no ``await`` between the two, so no other worker can slip in).
+The lane's width is set from outside (:mod:`.lane_steerer`, from the batch policies):
+
+* widening lets waiting workers in at once;
+* narrowing cancels the newest requests in flight beyond the new width (they have done the
+  least work), so that online traffic gets its room back within a look, not after the longest
+  batch request; their lines go back to pending and are sent again later (their results are
+  still written once: :mod:`.job_runner`);
+* width 0 closes the lane: nothing is in flight and workers wait.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+class Lane:
+    """One target's batch lane."""
+
+    def __init__(self, target: str, width: int = 0, reason: str = "not decided yet") -> None:
+        self.target = target
+        self.width = width
+        self.reason = reason
+        self.policy: str | None = None
+        self._in_flight: list[asyncio.Task[Any]] = []  # oldest first
+        self._room = asyncio.Event()
+        self.narrowed = 0  # requests cancelled by narrowing, since start
+
+    @property
+    def in_flight(self) -> int:
+        """Batch requests in flight on the target now."""
+        return len(self._in_flight)
+
+    def set(self, width: int, reason: str, policy: str | None = None) -> None:
+        """Make the lane ``width`` wide; cancel the newest requests beyond it."""
+        self.width, self.reason, self.policy = max(0, width), reason, policy
+        for task in self._in_flight[self.width :]:
+            if not task.done():
+                task.cancel()
+                self.narrowed += 1
+        self._room.set()
+
+    async def room(self) -> None:
+        """Wait until one more request fits in the lane."""
+        while len(self._in_flight) >= self.width:
+            self._room.clear()
+            await self._room.wait()
+
+    def start(self, request: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
+        """Run ``request`` in the lane (call right after :meth:`room`, with no await between)."""
+        task = asyncio.create_task(request, name=name)
+        self._in_flight.append(task)
+        task.add_done_callback(self._left)
+        return task
+
+    async def close_and_wait(self, reason: str) -> None:
+        """Close the lane and wait until no request of it is in flight any more."""
+        self.set(0, reason)
+        tasks = list(self._in_flight)
+        if tasks:
+            await asyncio.wait(tasks)
+
+    def status(self) -> dict[str, Any]:
+        """The lane as ``batch status`` shows it."""
+        return {
+            "width": self.width,
+            "in_flight": self.in_flight,
+            "policy": self.policy,
+            "reason": self.reason,
+            "narrowed": self.narrowed,
+        }
+
+    def _left(self, task: asyncio.Task[Any]) -> None:
+        self._in_flight.remove(task)
+        self._room.set()
+
+
+class BatchLanes:
+    """Every target's lane, made on first use (closed until it is steered)."""
+
+    def __init__(self) -> None:
+        self._lanes: dict[str, Lane] = {}
+
+    def lane(self, target: str) -> Lane:
+        """The lane of ``target``."""
+        lane = self._lanes.get(target)
+        if lane is None:
+            lane = self._lanes[target] = Lane(target)
+        return lane
+
+    def status(self) -> dict[str, dict[str, Any]]:
+        """Each lane, by target."""
+        return {target: lane.status() for target, lane in sorted(self._lanes.items())}

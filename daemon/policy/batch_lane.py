@@ -1,0 +1,113 @@
+"""How wide the batch lane of one target should be now: a pure function of the batch policies.
+
+    lane_width(specs, states, view, wall, current, ceiling) -> LaneWidth | None
+
+A ``batch`` action acts through its policy's firing, like an admission loop: the evaluator
+decides whether the policy fires (``when``, ``for``, ``clear``, ``keep_firing_for``), and the
+lane is as wide as the firing policies say, at every look:
+
+* **Ungoverned.** No active batch policy applies to the target: None. The engine then runs
+  jobs at ``[batch] concurrency``, as without policies.
+* **Closed.** No batch policy fires (or none inside its schedule windows), or a firing one
+  says ``open: false``: width 0. Closing wins over any opening policy.
+* **Open.** Each firing opening policy's ``concurrency`` is evaluated over fresh signals and
+  ``current`` (the lane's width now); the narrowest wins (the safer direction), rounded down,
+  within ``[0, ceiling]``. A value that lacks data holds the lane where it is (never wider),
+  as an admission controller holds; an expression that fails closes the lane.
+
+Shadow policies never steer the lane (their firing is recorded, nothing more).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from daemon.policy.evaluate import TargetView
+from daemon.policy.expressions import CURRENT, ExpressionError, MissingData
+from daemon.policy.spec import PolicySpec
+from daemon.policy.state import Phase, PolicyState
+
+
+@dataclass(frozen=True, slots=True)
+class LaneWidth:
+    """How many batch requests may be in flight on the target, and why.
+
+    Attributes:
+        width: 0 closes the lane.
+        policy: The policy that decided, or None when none fires.
+        reason: One line for people.
+    """
+
+    width: int
+    policy: str | None
+    reason: str
+
+
+def batch_policies(specs: Sequence[PolicySpec], target: str) -> list[PolicySpec]:
+    """The active batch policies that watch ``target``, by name."""
+    return sorted(
+        (
+            spec
+            for spec in specs
+            if spec.action is not None
+            and spec.action.batch is not None
+            and not spec.shadow
+            and spec.applies_to(target)
+        ),
+        key=lambda spec: spec.name,
+    )
+
+
+def lane_width(
+    specs: Sequence[PolicySpec],
+    states: Mapping[tuple[str, str], PolicyState],
+    view: TargetView,
+    wall: datetime,
+    *,
+    current: int,
+    ceiling: int,
+) -> LaneWidth | None:
+    """The lane's width on ``view.target`` now; None when no batch policy governs it."""
+    watching = batch_policies(specs, view.target)
+    if not watching:
+        return None
+    firing = [spec for spec in watching if _acts(spec, states, view.target, wall)]
+    if not firing:
+        return LaneWidth(0, None, "no batch policy fires: the lane is closed")
+    widths: list[LaneWidth] = []
+    for spec in firing:
+        assert spec.action is not None
+        assert spec.action.batch is not None
+        expression = spec.action.batch.concurrency
+        if expression is None:
+            return LaneWidth(0, spec.name, f"{spec.name} fires: the lane is closed")
+        names = expression.signals - {CURRENT}
+        values = {name: view.signals[name] for name in names if name in view.signals}
+        try:
+            value = expression.evaluate({**values, CURRENT: float(current)})
+        except MissingData:
+            reason = f"{spec.name}: a signal of its concurrency has no fresh value, hold"
+            widths.append(LaneWidth(current, spec.name, reason))
+            continue
+        except ExpressionError as exc:
+            return LaneWidth(0, spec.name, f"{spec.name}: its concurrency failed ({exc}): closed")
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            return LaneWidth(0, spec.name, f"{spec.name}: its concurrency gave {value!r}: closed")
+        width = int(min(max(value, 0.0), float(ceiling)))
+        widths.append(LaneWidth(width, spec.name, f"{spec.name}: {expression.source} = {value:g}"))
+    return min(widths, key=lambda lane: lane.width)
+
+
+def _acts(
+    spec: PolicySpec,
+    states: Mapping[tuple[str, str], PolicyState],
+    target: str,
+    wall: datetime,
+) -> bool:
+    """Whether ``spec`` fires on ``target`` and is inside one of its windows (if it has any)."""
+    state = states.get((spec.name, target))
+    in_window = not spec.windows or any(window.contains(wall) for window in spec.windows)
+    return state is not None and state.phase is Phase.FIRING and in_window

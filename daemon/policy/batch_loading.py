@@ -1,0 +1,70 @@
+"""A ``batch`` action as written, to its :class:`~daemon.policy.spec.BatchLaneSpec` or problems.
+
+The shape is pydantic's (:class:`~daemon.policy.spec.BatchModel`); what it cannot say is
+checked here: an opening action names its width (a CEL number over signals and ``current``,
+the lane's width now), a closing one does not, a constant width is a whole number of requests
+of at least 1, and the lane is live (no restart, nothing to approve), so ``risk: approval``
+would promise a review that never happens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from daemon.policy.expressions import Expression, ExpressionError
+from daemon.policy.spec import BatchLaneSpec, BatchModel
+
+Problem = tuple[tuple[str | int, ...], str]  # key path under action, message
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedLane:
+    """The spec (None when a problem was found) and every problem, key paths under action."""
+
+    spec: BatchLaneSpec | None
+    problems: list[Problem] = field(default_factory=list)
+
+
+def batch_lane_spec(
+    model: BatchModel, risk: str | None, compile_action: Callable[[str], Expression]
+) -> LoadedLane:
+    """Check and compile one ``batch`` action."""
+    problems: list[Problem] = []
+    if risk == "approval":
+        message = (
+            "the batch lane is a live change (no restart): it is never sent for approval; "
+            "remove `risk`"
+        )
+        problems.append((("risk",), message))
+    if not model.open:
+        if model.concurrency is not None:
+            message = "a closed lane has no concurrency: remove it, or write `open: true`"
+            problems.append((("batch", "concurrency"), message))
+        return LoadedLane(None if problems else BatchLaneSpec(None), problems)
+    if model.concurrency is None:
+        message = 'an open lane needs its width: `concurrency: 4` or a CEL number ("current + 1.0")'
+        problems.append((("batch", "concurrency"), message))
+        return LoadedLane(None, problems)
+    expression, problem = _width(model.concurrency, compile_action)
+    if problem:
+        problems.append((("batch", "concurrency"), problem))
+    return LoadedLane(None if problems else BatchLaneSpec(expression), problems)
+
+
+def _width(
+    value: str | int | float, compile_action: Callable[[str], Expression]
+) -> tuple[Expression | None, str]:
+    """The compiled width, or why it is not one."""
+    if isinstance(value, bool):
+        return None, "a number of requests, not a boolean"
+    if isinstance(value, int | float) and not (math.isfinite(value) and value >= 1):
+        return None, f"{value} requests: an open lane takes at least 1 (write `open: false`)"
+    try:
+        expression = compile_action(str(value))
+    except ExpressionError as exc:
+        return None, f"{exc} (expression column {exc.column})"
+    if expression.result_type == "bool":
+        return None, "a number of requests, not true or false"
+    return expression, ""

@@ -1,0 +1,204 @@
+"""The batch lane on a real event loop: a job against ``sim serve`` as the lane moves, and the
+steerer that moves it from policy states, freezes and changes in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from daemon.batch.input_file import read_batch_file
+from daemon.batch.jobs import BatchJob, JobState, LineState
+from daemon.core.batch_settings import BatchSection
+from daemon.core.settings import GovernorConfig
+from daemon.engine.batches.crash_points import CrashPoints
+from daemon.engine.batches.job_runner import JobRunner
+from daemon.engine.batches.lane_steerer import LaneSteerer
+from daemon.engine.batches.lanes import BatchLanes, Lane
+from daemon.engine.storage.batch_ledger import BatchLedger
+from daemon.policy.evaluate import TargetView
+from daemon.policy.loading import parse_policy
+from daemon.policy.state import Phase, PolicyState
+from tests.support.batches import Tally, result_ids, write_batch
+from tests.support.sim_serve import sim_serve
+
+pytestmark = pytest.mark.asyncio
+
+START = datetime(2026, 12, 2, 1, 0, tzinfo=UTC)
+
+
+class Clock:
+    """The loop's clock for durations, a fixed wall clock."""
+
+    def monotonic(self) -> float:
+        return asyncio.get_running_loop().time()
+
+    def wall(self) -> datetime:
+        return START
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[BatchLedger]:
+    opened = BatchLedger(tmp_path / "state.sqlite3")
+    yield opened
+    opened.close()
+
+
+def _job(ledger: BatchLedger, path: Path) -> BatchJob:
+    batch = read_batch_file(path, max_bytes=1 << 20, max_lines=100)
+    job = BatchJob(
+        "batch_00000000000000aa",
+        path,
+        batch.sha256,
+        "main",
+        JobState.QUEUED,
+        START,
+        None,
+        len(batch.lines),
+    )
+    ledger.add(job, batch.lines)
+    return job
+
+
+async def _until(condition: object, what: str) -> None:
+    """Poll ``condition`` (a callable) until true; the test's own timeout bounds it."""
+    assert callable(condition)
+    while not condition():
+        await asyncio.sleep(0.01)
+
+
+async def test_narrowing_and_closing_the_lane_cancel_the_newest_and_lose_no_line(
+    tmp_path: Path, ledger: BatchLedger
+) -> None:
+    path = tmp_path / "jobs.jsonl"
+    ids = write_batch(path, 40, max_tokens=96)
+    settings = BatchSection(concurrency=6, retry_base_s=0.01, retry_cap_s=0.02)
+    lane = Lane("main", 4, "test")
+    most: list[int] = []
+
+    async def watch() -> None:
+        while True:
+            most.append(lane.in_flight)
+            await asyncio.sleep(0.002)
+
+    with sim_serve(tmp_path, "max-num-seqs: 8\n") as sim:
+        job = _job(ledger, path)
+        runner = JobRunner(
+            job,
+            ledger,
+            settings,
+            base_url=f"http://127.0.0.1:{sim.port}",
+            clock=Clock(),
+            crash_points=CrashPoints(""),
+            lane=lane,
+        )
+        running = asyncio.create_task(runner.run())
+        await _until(lambda: lane.in_flight == 4 and len(result_ids(path)[0]) >= 2, "4 in flight")
+        watcher = asyncio.create_task(watch())
+        assert max(most or [0]) <= 4
+        lane.set(1, "online load is back")
+        await asyncio.sleep(0)  # the cancelled requests end at their next step
+        await _until(lambda: lane.in_flight <= 1, "narrowed")
+        assert lane.narrowed == 3
+        most.clear()
+        lane.set(0, "closed")
+        await _until(lambda: lane.in_flight == 0, "closed")
+        done_closed = ledger.counts(job.job_id)[LineState.DONE]
+        most.clear()
+        await asyncio.sleep(0.2)  # closed: nothing may be sent meanwhile
+        assert max(most) == 0
+        assert ledger.counts(job.job_id)[LineState.DONE] == done_closed
+        assert ledger.counts(job.job_id)[LineState.IN_FLIGHT] == 0
+        lane.set(3, "open again")
+        state = await running
+        watcher.cancel()
+    assert state is JobState.COMPLETED
+    assert max(most) <= 3
+    tally = Tally.of(ids, path)
+    assert (tally.lost, tally.duplicated) == (0, 0)
+    # The lines the lane cut off were sent again: more sends than lines.
+    assert ledger.sends(job.job_id) >= 40 + 3
+
+
+POLICY = """\
+name: night-batch
+when: running < 4.0
+action:
+  batch: {concurrency: "current + 2.0"}
+"""
+
+
+def _config(tmp_path: Path) -> GovernorConfig:
+    return GovernorConfig.model_validate(
+        {
+            "governor": {"state_dir": str(tmp_path)},
+            "vllm": [{"name": "main", "url": "http://127.0.0.1:1"}],
+            "batch": {"concurrency": 8},
+        }
+    )
+
+
+async def test_the_steerer_follows_the_policy_and_stops_at_freezes_and_changes_in_flight(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    spec = parse_policy(POLICY, Path("night.yaml"))
+    states: dict[tuple[str, str], PolicyState] = {}
+    in_flight: dict[str, str] = {}
+    lanes = BatchLanes()
+    steerer = LaneSteerer(
+        config=lambda: config,
+        specs=lambda: (spec,),
+        states=lambda: states,
+        views=lambda: {"main": TargetView("main", {"running": 1.0}, {})},
+        lanes=lanes,
+        in_flight=in_flight.get,
+        clock=Clock(),
+        registry=CollectorRegistry(),
+    )
+    lane = lanes.lane("main")
+    steerer.tick_once()
+    assert (lane.width, lane.policy) == (0, None)  # watched, not firing: closed
+    states[("night-batch", "main")] = PolicyState(Phase.FIRING, since=0.0)
+    steerer.tick_once()
+    steerer.tick_once()
+    assert (lane.width, lane.policy) == (4, "night-batch")  # 0 + 2, then 2 + 2
+    # A freeze holds it: no widening...
+    (tmp_path / "freeze.main").write_text("maintenance\n")
+    steerer.tick_once()
+    assert lane.width == 4
+    assert "may not widen" in lane.reason
+    # ...but closing passes: the policy stops firing.
+    states[("night-batch", "main")] = PolicyState(Phase.INACTIVE, since=1.0)
+    steerer.tick_once()
+    assert lane.width == 0
+    (tmp_path / "freeze.main").unlink()
+    # A change in flight on the target closes the lane whatever the policy says.
+    states[("night-batch", "main")] = PolicyState(Phase.FIRING, since=2.0)
+    in_flight["main"] = "change 7 of main by kv-thrash is in flight (restarting)"
+    steerer.tick_once()
+    assert lane.width == 0
+    assert "change 7" in lane.reason
+    del in_flight["main"]
+    steerer.tick_once()
+    assert lane.width == 2
+
+
+async def test_a_target_no_batch_policy_watches_runs_at_batch_concurrency(tmp_path: Path) -> None:
+    lanes = BatchLanes()
+    steerer = LaneSteerer(
+        config=lambda: _config(tmp_path),
+        specs=tuple,
+        states=dict,
+        views=dict,
+        lanes=lanes,
+        in_flight=lambda _target: None,
+        clock=Clock(),
+        registry=CollectorRegistry(),
+    )
+    steerer.tick_once()
+    assert lanes.lane("main").width == 8

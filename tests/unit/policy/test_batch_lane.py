@@ -1,0 +1,160 @@
+"""The batch window as a policy: loading a ``batch`` action, and the lane's width it gives."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from daemon.core.errors import ConfigError
+from daemon.policy.batch_lane import lane_width
+from daemon.policy.evaluate import TargetView, evaluate
+from daemon.policy.loading import parse_policy
+from daemon.policy.spec import PolicySpec
+from daemon.policy.state import Phase, PolicyState
+
+WALL = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)  # a Wednesday, 03:00 UTC
+FIRING = PolicyState(Phase.FIRING, since=0.0)
+
+OPEN = """\
+name: night-batch
+when: running < 4.0 && ttft_p95_s < 0.5
+for: 1m
+clear: running > 8.0 || ttft_p95_s > 1.0
+action:
+  batch: {open: true, concurrency: "math.least(current + 2.0, 16.0 - running)"}
+"""
+CLOSE = """\
+name: hands-off
+when: waiting > 2.0
+action:
+  batch: {open: false}
+"""
+
+
+def _spec(text: str, name: str = "p.yaml") -> PolicySpec:
+    return parse_policy(text, Path(name))
+
+
+def _problems(text: str) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_policy(text, Path("p.yaml"))
+    return [issue.render() for issue in caught.value.issues]
+
+
+def test_an_opening_and_a_closing_batch_action_load() -> None:
+    opening, closing = _spec(OPEN), _spec(CLOSE)
+    assert opening.action is not None
+    assert opening.action.batch is not None
+    assert opening.action.batch.concurrency is not None
+    assert opening.action.risk == "auto"  # live: nothing to approve
+    assert opening.for_s == 60.0
+    assert closing.action is not None
+    assert closing.action.batch is not None
+    assert closing.action.batch.concurrency is None
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        ("{batch: {open: true}}", r"p.yaml:3:\d+: action.batch.concurrency: an open lane needs"),
+        (
+            "{batch: {open: false, concurrency: 4}}",
+            r"p.yaml:3:\d+: action.batch.concurrency: a closed lane has no concurrency",
+        ),
+        (
+            "{batch: {concurrency: 0}}",
+            r"p.yaml:3:\d+: action.batch.concurrency: 0 requests: an open lane takes at least 1",
+        ),
+        (
+            '{batch: {concurrency: "current + runing"}}',
+            r"p.yaml:3:\d+: action.batch.concurrency: unknown signal or function 'runing'",
+        ),
+        (
+            '{batch: {concurrency: "running > 1.0"}}',
+            r"p.yaml:3:\d+: action.batch.concurrency: a number of requests, not true or false",
+        ),
+        (
+            "{batch: {concurrency: 4}, risk: approval}",
+            r"p.yaml:3:\d+: action.risk: the batch lane is a live change",
+        ),
+        (
+            "{batch: {concurrency: 4}, set: {max_num_seqs: 8}}",
+            r"p.yaml:3:\d+: action: an action does exactly one thing.*batch lane",
+        ),
+        ("{batch: {open: maybe}}", r"p.yaml:3:\d+: action.batch.open:"),
+    ],
+)
+def test_a_bad_batch_action_is_refused_with_its_file_and_line(action: str, expected: str) -> None:
+    problems = _problems(f"name: p\nwhen: running < 4.0\naction: {action}\n")
+    assert any(re.match(expected, problem) for problem in problems), problems
+
+
+def test_a_firing_batch_policy_makes_no_intent_it_acts_through_its_firing() -> None:
+    spec = _spec(OPEN)
+    view = TargetView("main", {"running": 1.0, "ttft_p95_s": 0.2}, {})
+    state, decisions = evaluate(spec, PolicyState(), view, 0.0, WALL)
+    state, decisions = evaluate(spec, state, view, 61.0, WALL)
+    assert state.phase is Phase.FIRING
+    assert [d.kind.value for d in decisions] == ["fired"]
+
+
+def _width(
+    specs: list[PolicySpec],
+    states: dict[str, PolicyState],
+    signals: dict[str, float],
+    current: int = 2,
+    wall: datetime = WALL,
+) -> tuple[int, str | None] | None:
+    decided = lane_width(
+        specs,
+        {(name, "main"): state for name, state in states.items()},
+        TargetView("main", signals, {}),
+        wall,
+        current=current,
+        ceiling=10,
+    )
+    return None if decided is None else (decided.width, decided.policy)
+
+
+QUIET = {"running": 3.0, "ttft_p95_s": 0.2, "waiting": 0.0}
+
+
+def test_the_lane_is_as_wide_as_the_policies_say() -> None:
+    opening, closing = _spec(OPEN), _spec(CLOSE)
+    # No batch policy watches the target: not governed (the engine uses [batch] concurrency).
+    assert _width([], {}, QUIET) is None
+    # Watched, not firing: closed.
+    assert _width([opening], {}, QUIET) == (0, None)
+    # Firing: current + 2 = 4, under 16 - running = 13.
+    assert _width([opening], {"night-batch": FIRING}, QUIET) == (4, "night-batch")
+    # Online load: 16 - running(14) = 2 narrows it.
+    assert _width([opening], {"night-batch": FIRING}, {**QUIET, "running": 14.0}) == (
+        2,
+        "night-batch",
+    )
+    # Never above the ceiling, never below 0.
+    assert _width([opening], {"night-batch": FIRING}, QUIET, current=30) == (10, "night-batch")
+    assert _width([opening], {"night-batch": FIRING}, {**QUIET, "running": 40.0}) == (
+        0,
+        "night-batch",
+    )
+    # A closing policy that fires wins over an opening one.
+    both = {"night-batch": FIRING, "hands-off": FIRING}
+    assert _width([opening, closing], both, QUIET) == (0, "hands-off")
+    # A signal without a fresh value: hold where it is.
+    assert _width([opening], {"night-batch": FIRING}, {"ttft_p95_s": 0.2}, current=3) == (
+        3,
+        "night-batch",
+    )
+
+
+def test_shadow_policies_never_steer_and_windows_bound_the_opening() -> None:
+    shadow = _spec(OPEN + "mode: shadow\n")
+    assert _width([shadow], {"night-batch": FIRING}, QUIET) is None
+    nightly = _spec(OPEN + 'schedule: {windows: [{cron: "0 1 * * *", duration: 5h}]}\n')
+    assert _width([nightly], {"night-batch": FIRING}, QUIET) == (4, "night-batch")
+    noon = WALL.replace(hour=12)
+    assert _width([nightly], {"night-batch": FIRING}, QUIET, wall=noon) == (0, None)
