@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.approvals.clicks import ButtonKind, button_value
+from daemon.approvals.forecast import Forecast
 from daemon.approvals.proposal import Proposal
 from daemon.approvals.records import ProposalRecord, State, Vote
 from daemon.approvals.wording import (
@@ -63,6 +64,8 @@ def message_blocks(record: ProposalRecord, approvals_needed: int = 1) -> list[Bl
     """The blocks of the proposal's message in the record's current state."""
     proposal = record.proposal
     blocks = [_header(record), _facts(record), _why(proposal), _effect(proposal)]
+    if proposal.forecast is not None:
+        blocks.append(_forecast(proposal.forecast))
     if record.open:
         blocks.append(_context(record, approvals_needed))
         blocks.append(_buttons(proposal))
@@ -160,6 +163,19 @@ def _effect(proposal: Proposal) -> Block:
             {"type": "mrkdwn", "text": clip(f"*Cost*\n{proposal.cost}", FIELD_LIMIT)},
         ],
     }
+
+
+def _forecast(forecast: Forecast) -> Block:
+    """What the what-if predicted, and the workload it rests on."""
+    lines = [
+        f"*Predicted by the what-if* ({forecast.gain_text()}, the restart's loss included)",
+        f"• SLO attainment {forecast.now.slo_attainment:.1%} → "
+        f"*{forecast.after.slo_attainment:.1%}*",
+        f"• Goodput {forecast.now.goodput_rps:.2f} → *{forecast.after.goodput_rps:.2f}* req/s",
+        f"• Restart: {forecast.cost_text().removeprefix('restarts vLLM: ')}",
+        f"• Workload: {forecast.workload_text()}",
+    ]
+    return _section(clip("\n".join(lines), TEXT_LIMIT))
 
 
 def _outcome(record: ProposalRecord) -> Block:

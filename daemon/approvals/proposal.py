@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 
 from daemon.approvals.errors import ProposalError
+from daemon.approvals.forecast import Forecast
 from daemon.approvals.wording import format_duration, format_value
 from daemon.core.knobs import KNOBS
 from daemon.policy.decisions import Decision, DecisionKind
@@ -80,6 +81,7 @@ class Proposal:
         cost: What it costs (a restart: the expected downtime), for people.
         created_at: When it was proposed (wall clock, timezone-aware).
         expires_at: After this, no click can decide it.
+        forecast: What a tune policy's what-if predicted for it (None for other policies).
     """
 
     id: str
@@ -94,6 +96,7 @@ class Proposal:
     cost: str
     created_at: datetime
     expires_at: datetime
+    forecast: Forecast | None = None
 
     @property
     def change_hash(self) -> str:
@@ -179,6 +182,9 @@ def from_decision(
         raise ProposalError(message)
     risk = _risk(moves, intent.operation)
     hash_hex = change_hash(decision.target, moves, intent.operation)
+    # A tuned change carries its prediction: the effect and the cost are the what-if's.
+    whatif = decision.details.get("whatif")
+    forecast = None if whatif is None else Forecast.from_json(whatif)
     return Proposal(
         id=proposal_id(hash_hex, created_at),
         policy=decision.policy,
@@ -188,10 +194,11 @@ def from_decision(
         operation=intent.operation,
         risk=risk,
         why=_why(decision),
-        effect=effect or _effect(moves, intent.operation),
-        cost=_cost(risk, restart_downtime_s),
+        effect=effect or (forecast.effect_text() if forecast else _effect(moves, intent.operation)),
+        cost=forecast.cost_text() if forecast else _cost(risk, restart_downtime_s),
         created_at=created_at,
         expires_at=created_at + timedelta(seconds=ttl_s),
+        forecast=forecast,
     )
 
 

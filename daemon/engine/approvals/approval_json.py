@@ -32,6 +32,8 @@ def proposal_json(stored: StoredProposal, approvals_needed: int) -> dict[str, An
         "why": why_text(record),
         "effect": proposal.effect,
         "cost": proposal.cost,
+        # A tuned change's prediction: now and after, the restart's cost, the workload.
+        "forecast": None if proposal.forecast is None else proposal.forecast.to_json(),
         "risk": proposal.risk.value,
         "approvals_needed": approvals_needed,
         "created_at": proposal.created_at.isoformat(),

@@ -13,6 +13,7 @@ from typing import Any
 
 from daemon.approvals.clicks import Action
 from daemon.approvals.errors import ApprovalError
+from daemon.approvals.forecast import Forecast
 from daemon.approvals.proposal import KnobMove, Proposal, RiskClass, Why
 from daemon.approvals.records import ProposalRecord, State, Vote
 
@@ -39,6 +40,7 @@ def dump_record(record: ProposalRecord) -> str:
             "cost": proposal.cost,
             "created_at": proposal.created_at.isoformat(),
             "expires_at": proposal.expires_at.isoformat(),
+            "forecast": None if proposal.forecast is None else proposal.forecast.to_json(),
         },
         "state": record.state.value,
         "approvals": [_vote(vote) for vote in record.approvals],
@@ -85,6 +87,8 @@ def _record(body: dict[str, Any]) -> ProposalRecord:
         cost=str(raw["cost"]),
         created_at=datetime.fromisoformat(raw["created_at"]),
         expires_at=datetime.fromisoformat(raw["expires_at"]),
+        # Records stored before forecasts existed have none.
+        forecast=None if raw.get("forecast") is None else Forecast.from_json(raw["forecast"]),
     )
     decided = body["decided_by"]
     changed = body["changed_at"]
