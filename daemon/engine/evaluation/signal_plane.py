@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 
 from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
-from daemon.core.secrets import GovernorSecrets
+from daemon.core.secrets import GovernorSecrets, load_secrets
 from daemon.core.settings import GovernorConfig
 from daemon.engine.evaluation.source_set import PlannedSource, SourceSet
 from daemon.engine.runtime.supervisor import EternalTask, Readiness
@@ -111,7 +111,7 @@ class SignalPlane:
             # cost an idle daemon about 12 MB of memory.
             from daemon.engine.evaluation.mqtt_wiring import broker_of, mqtt_publisher, mqtt_source  # noqa: PLC0415
 
-            broker = broker_of(mqtt, secrets or GovernorSecrets())
+            broker = broker_of(mqtt, secrets or load_secrets())
             self._mqtt = mqtt_source(mqtt, broker)
             self.publisher = mqtt_publisher(mqtt, broker, clock)
             self._stale_after["mqtt"] = mqtt.stale_after_s
