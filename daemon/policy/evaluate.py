@@ -27,6 +27,9 @@ Semantics, in the order they apply:
   acts at its cron moments instead, once each.
 * Guards, in order: the schedule's windows, the cooldown, the hourly budget, shadow mode. A
   blocked attempt is recorded once per guard, not at every tick.
+* A ``tune`` action, when due, is a ``tune`` decision (paced like a change: it starts the
+  cooldown and counts in the budget) carrying the question and the tuned knobs' values in
+  force; the engine runs the what-if and plans its pick as an ordinary intent.
 
 The knob envelopes (min, max, step, dwell, per-knob budget) and conflicts between policies are
 the planner's business: this module only says what a policy wants and why.
@@ -49,7 +52,7 @@ from daemon.policy.expressions import (
     MissingData,
 )
 from daemon.policy.notify_text import render
-from daemon.policy.spec import NoData, NotifySpec, PolicySpec
+from daemon.policy.spec import NoData, NotifySpec, PolicySpec, TuneSpec
 from daemon.policy.state import Phase, PolicyState
 
 # How late a scheduled change may still run: long enough to survive a governor restart.
@@ -209,7 +212,10 @@ def _attempt(
     decisions: list[Decision],
 ) -> tuple[PolicyState, list[Decision]]:
     guard = _guard(spec, state, now, wall)
-    if guard is None:
+    tune = spec.action.tune if spec.action is not None else None
+    if guard is None and tune is not None:
+        intent, guard, detail = _tune_intent(spec, tune, view)
+    elif guard is None:
         intent, guard, detail = _intent(spec, view)
     else:
         intent, detail = None, ""
@@ -234,11 +240,45 @@ def _attempt(
         details = _notification(spec, spec.action.notify, view, evidence)
         decisions.append(_decision(spec, view, now, kind, evidence, details=details))
         return state.acted(now), decisions
+    if tune is not None:
+        # A what-if round is paced like a change (once per firing, then per cooldown, within
+        # the budget): the engine runs it off the loop and plans its pick as an intent.
+        kind = DecisionKind.SHADOW if spec.shadow else DecisionKind.TUNE
+        details = {"tune": tune_question(tune)}
+        decisions.append(_decision(spec, view, now, kind, evidence, intent, details=details))
+        return state.acted(now), decisions
     if spec.shadow:
         decisions.append(_decision(spec, view, now, DecisionKind.SHADOW, evidence, intent))
         return state.acted(now), decisions
     decisions.append(_decision(spec, view, now, DecisionKind.INTENT, evidence, intent))
     return state, decisions
+
+
+def _tune_intent(
+    spec: PolicySpec, tune: TuneSpec, view: TargetView
+) -> tuple[Intent | None, str | None, str]:
+    """The tuned knobs' values in force (the values come from the what-if, later)."""
+    assert spec.action is not None
+    current: dict[str, float] = {}
+    for knob in tune.knobs:
+        value = view.knobs.get(knob)
+        if value is None:
+            return None, "unknown_current_value", f"the current {knob} is not known"
+        current[knob] = float(value)
+    return Intent({}, current, None, spec.action.risk), None, ""
+
+
+def tune_question(tune: TuneSpec) -> dict[str, Any]:
+    """A tune action as a decision's details: what the what-if round is asked."""
+    return {
+        "knobs": list(tune.knobs),
+        "objective": tune.objective,
+        "min_gain": tune.min_gain,
+        "window_s": tune.window_s,
+        "profile": tune.profile,
+        "ttft_slo_s": tune.ttft_slo_s,
+        "tpot_slo_s": tune.tpot_slo_s,
+    }
 
 
 def _notification(

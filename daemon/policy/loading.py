@@ -46,6 +46,7 @@ from daemon.policy.spec import (
     PolicyModel,
     PolicySpec,
 )
+from daemon.policy.tune_loading import tune_spec
 from daemon.sources.declarations import SignalRegistry
 from daemon.sources.registry import BUILTIN
 
@@ -327,11 +328,11 @@ def _action(
 ) -> ActionSpec | None:
     if model is None:
         return None
-    doings = (model.set, model.operation, model.veto, model.admission, model.notify)
+    doings = (model.set, model.operation, model.veto, model.admission, model.notify, model.tune)
     if sum(map(bool, (*doings, model.batch))) != 1:
         message = (
             "an action does exactly one thing: set knobs, run an operation, veto knobs, "
-            "run an admission controller, notify, or open or close the batch lane"
+            "run an admission controller, notify, tune, or open or close the batch lane"
         )
         issues.append(_issue(document, ("action",), message))
         return None
@@ -344,8 +345,8 @@ def _action(
         return ActionSpec((), None, "auto", tuple(model.veto))
     if model.admission is not None or model.batch is not None:
         return _through_firing(model, document, issues, compile_action)
-    if model.notify is not None:
-        return _notify(model.notify, document, issues, when)
+    if model.notify is not None or model.tune is not None:
+        return _told_or_tuned(model, document, issues, when)
     changes = []
     for knob, value in model.set.items():
         if knob not in KNOBS:
@@ -362,6 +363,21 @@ def _action(
     )
     risk = model.risk or ("approval" if restarts else "auto")
     return ActionSpec(tuple(changes), model.operation, risk)
+
+
+def _told_or_tuned(
+    model: ActionModel,
+    document: LocatedDocument,
+    issues: list[ConfigIssue],
+    when: Expression | None,
+) -> ActionSpec | None:
+    """A notification, or a tune action (whose values a what-if picks: approval by default)."""
+    if model.notify is not None:
+        return _notify(model.notify, document, issues, when)
+    assert model.tune is not None
+    tune, problems = tune_spec(model.tune)
+    issues.extend(_issue(document, ("action", "tune", *where), text) for where, text in problems)
+    return None if tune is None else ActionSpec((), None, model.risk or "approval", tune=tune)
 
 
 def _unknown_knob(

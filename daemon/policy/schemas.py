@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from daemon.core.knobs import KNOBS
-from daemon.policy.spec import PolicyModel
+from daemon.policy.spec import TUNABLE, PolicyModel
 from daemon.policy.testing.models import PolicyTestsModel
 
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -83,6 +83,13 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "it fires), never a change. Its text may name the signals `when` reads.",
             ({"text": "KV cache at {kv_usage} on {target}", "channels": ["mqtt", "slack"]},),
         ),
+        "tune": (
+            "Ask a what-if for the values instead of a fixed step: the recent workload is "
+            "replayed in the simulator for every max_num_seqs x max_num_batched_tokens inside "
+            "the envelopes, and the best becomes the change, only when predicted to gain at "
+            "least min_gain (see docs/whatif.md).",
+            ({"knobs": ["max_num_seqs", "max_num_batched_tokens"], "min_gain": "10%"},),
+        ),
         "batch": (
             "While this policy fires on a server, the batch lane there is open this wide "
             "(concurrency: a CEL number over signals and `current`, the lane's width now), "
@@ -92,7 +99,8 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
         ),
         "risk": (
             "auto: applied by the governor; approval: a person approves it first. Default: "
-            "approval for restarts and restart-required knobs, else auto.",
+            "approval for restarts and restart-required knobs (a tune always restarts), "
+            "else auto.",
             ("approval",),
         ),
     },
@@ -106,6 +114,29 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "Where it goes: mqtt (an event on the governor's events topic), slack.",
             (["mqtt", "slack"],),
         ),
+    },
+    "TuneModel": {
+        "knobs": (
+            "The knobs the what-if may move; the others stay as they are.",
+            (["max_num_seqs", "max_num_batched_tokens"],),
+        ),
+        "objective": (
+            "goodput: requests per second within the SLO (gain relative); slo_attainment: the "
+            "share of requests within it (gain in points). Both count the restart's loss.",
+            ("goodput",),
+        ),
+        "min_gain": (
+            "The least predicted gain for a change to be asked for: 10% or 0.1.",
+            ("10%",),
+        ),
+        "window": ("The recent window whose workload is replayed.", ("10m",)),
+        "profile": (
+            "The engine profile to simulate: a shipped name or a file. Default: "
+            "llama-3.1-8b-h100-tp1.",
+            ("llama-3.1-8b-h100-tp1",),
+        ),
+        "ttft_slo": ("The TTFT a request must meet.", ("2s",)),
+        "tpot_slo": ("The TPOT a request must meet.", ("100ms",)),
     },
     "BatchModel": {
         "open": ("true: open the lane (concurrency required); false: close it.", (True,)),
@@ -174,6 +205,8 @@ def policy_schema() -> dict[str, Any]:
     action = _definition(schema, "ActionModel")["properties"]
     action["set"]["propertyNames"] = {"enum": sorted(KNOBS)}
     action["veto"]["items"]["enum"] = sorted(KNOBS)
+    tune = _definition(schema, "TuneModel")["properties"]
+    tune["knobs"]["items"]["enum"] = sorted(TUNABLE)
     return _headed(schema, "vLLM Governor policy", "One policy file (docs/policies.md).")
 
 

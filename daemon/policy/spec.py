@@ -20,6 +20,8 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
       # or: notify: {text: "KV at {kv_usage}", channels: [mqtt, slack]}   (only tells people)
       # or: batch: {open: true, concurrency: "current + 1.0"}
       #                            (while this fires, the batch lane is open this wide, or closed)
+      # or: tune: {knobs: [max_num_seqs, max_num_batched_tokens], objective: goodput,
+      #            min_gain: 10%}   (a what-if picks the values; see TuneModel)
     cooldown: 30m                  # at most one action per cooldown while it keeps firing
     budget_per_hour: 2
     mode: active                   # shadow: decide and record, never act
@@ -113,6 +115,59 @@ class NotifyModel(_Model):
     channels: Annotated[tuple[Literal["mqtt", "slack"], ...], Field(min_length=1)] = ("mqtt",)
 
 
+class TuneModel(_Model):
+    """A setting picked by a what-if over the knobs' envelopes, instead of a fixed step."""
+
+    knobs: Annotated[tuple[str, ...], Field(min_length=1)] = (
+        "max_num_seqs",
+        "max_num_batched_tokens",
+    )
+    objective: Literal["goodput", "slo_attainment"] = "goodput"
+    min_gain: str | int | float = "10%"
+    window: str | int | float = "10m"
+    profile: str | None = None
+    ttft_slo: str | int | float = "2s"
+    tpot_slo: str | int | float = "100ms"
+
+    @field_validator("min_gain")
+    @classmethod
+    def _is_share(cls, value: str | int | float) -> str | int | float:
+        parse_share(value)
+        return value
+
+    @field_validator("window", "ttft_slo", "tpot_slo")
+    @classmethod
+    def _is_duration(cls, value: str | int | float) -> str | int | float:
+        if _duration(value) <= 0:
+            message = "must be above zero"
+            raise ValueError(message)
+        return value
+
+
+def parse_share(value: str | int | float) -> float:
+    """A share written ``10%`` or ``0.1``, as a fraction in [0, 1].
+
+    Raises:
+        ValueError: neither form, or outside [0%, 100%] (a bare number above 1 is ambiguous).
+    """
+    if isinstance(value, bool):
+        message = "a share such as 10% or 0.1, not a boolean"
+        raise ValueError(message)  # noqa: TRY004 - pydantic reports ValueErrors as input errors
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            message = f"{value!r} is not a share: write e.g. 10% or 0.1"
+            raise ValueError(message) from None
+    else:
+        share = float(value)
+    if not 0.0 <= share <= 1.0:
+        message = f"{value!r} is not a share between 0% and 100% (write 10% or 0.1)"
+        raise ValueError(message)
+    return share
+
+
 class BatchModel(_Model):
     """The batch lane of the target while the policy fires: open this wide, or closed."""
 
@@ -128,6 +183,7 @@ class ActionModel(_Model):
     veto: tuple[str, ...] = ()
     admission: AdmissionModel | None = None
     notify: NotifyModel | None = None
+    tune: TuneModel | None = None
     batch: BatchModel | None = None
     risk: Literal["auto", "approval"] | None = None
 
@@ -204,6 +260,7 @@ class ActionSpec:
     vetoes: tuple[str, ...] = ()  # knobs no policy may move the unsafe way while this fires
     admission: AdmissionSpec | None = None  # a fast loop on the admission cap while this fires
     notify: NotifySpec | None = None  # a message to people instead of a change
+    tune: TuneSpec | None = None  # values a what-if picks, instead of expressions
     batch: BatchLaneSpec | None = None  # the batch lane's width while this fires
 
 
@@ -225,6 +282,38 @@ class NotifySpec:
 
     text: str
     channels: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TuneSpec:
+    """A validated ``tune`` action: what a what-if round is asked when the policy is due.
+
+    The round runs in the engine, off the event loop; its pick becomes an ordinary intent for
+    the planner, and a change predicted to gain less than ``min_gain`` is never asked for.
+
+    Attributes:
+        knobs: The knobs it may move (of :data:`TUNABLE`); the others stay as they are.
+        objective: ``goodput`` (requests per second within the SLO; the gain is relative) or
+            ``slo_attainment`` (the share of requests within it; the gain is in points).
+        min_gain: The least predicted gain, as a fraction (0.1 is 10%).
+        window_s: The recent window whose workload is characterised.
+        profile: The engine profile to simulate (a shipped name or a file), or None for the
+            default.
+        ttft_slo_s: The TTFT a request must meet.
+        tpot_slo_s: The TPOT a request must meet.
+    """
+
+    knobs: tuple[str, ...]
+    objective: str
+    min_gain: float
+    window_s: float
+    profile: str | None
+    ttft_slo_s: float
+    tpot_slo_s: float
+
+
+TUNABLE = ("max_num_seqs", "max_num_batched_tokens")
+"""The knobs a ``tune`` action may name: those the what-if varies."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ not when it is proposed: a proposal waiting for a human does not start the dwell
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -54,15 +54,7 @@ def tick(
             new_states[key] = state
             for decision in decisions:
                 (intents if decision.kind is DecisionKind.INTENT else recorded).append(decision)
-    vetoes = {
-        (target, knob): spec.name
-        for spec in specs
-        if spec.action is not None
-        for knob in spec.action.vetoes
-        for target in views
-        if new_states.get((spec.name, target), PolicyState()).phase is Phase.FIRING
-    }
-    result = plan(intents, envelopes, history, now, vetoes)
+    result = plan(intents, envelopes, history, now, vetoes_in_force(specs, new_states, views))
     for decision in result.accepted:
         key = (decision.policy, decision.target)
         new_states[key] = new_states[key].acted(now)
@@ -74,3 +66,17 @@ def tick(
             recorded.append(decision)
         new_states[key] = new_states[key].blocked(decision.guard)
     return TickResult(new_states, tuple(recorded), result.accepted)
+
+
+def vetoes_in_force(
+    specs: Sequence[PolicySpec], states: Mapping[StateKey, PolicyState], targets: Iterable[str]
+) -> dict[KnobKey, str]:
+    """(target, knob) -> the firing veto policy that forbids moving it the unsafe way."""
+    return {
+        (target, knob): spec.name
+        for spec in specs
+        if spec.action is not None
+        for knob in spec.action.vetoes
+        for target in targets
+        if states.get((spec.name, target), PolicyState()).phase is Phase.FIRING
+    }

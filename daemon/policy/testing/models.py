@@ -44,6 +44,7 @@ KIND_NAMES = Literal[
     "shadow",
     "alert",
     "notify",
+    "tune",
     "error",
     "applied",
     "proposed",
@@ -116,7 +117,8 @@ class ExpectedDecisionModel(_Model):
     target: str | None = Field(default=None, description="The target it decided about.")
     kind: KIND_NAMES | None = Field(
         default=None,
-        description="fired, resolved, intent, blocked, shadow, alert; applied (changed by the "
+        description="fired, resolved, intent, blocked, shadow, alert, notify, tune, error; "
+        "applied (changed by the "
         "simulated actuator) or proposed (waiting for an approval).",
     )
     set: Knobs | None = Field(
