@@ -11,8 +11,9 @@ Why not the standard library's client in a worker thread, as before: its timeout
 ``recv``, so a trickled page never times out, and a thread cannot be stopped; every abandoned
 scrape kept a thread of the pool all scrapes shared, and one slow target blinded the daemon to
 every other (issue 15, finding 1). Why not aiohttp: about 8 MB in an idle daemon, for a GET
-every few seconds. Only resolving a host *name* uses a thread (``loop.getaddrinfo``); IP
-literals, ``127.0.0.1`` and ``[::1]`` included, never do.
+every few seconds. Only resolving a host *name* uses a thread, one of its own and one at a time
+per name (:mod:`daemon.core.name_lookups`); IP literals, ``127.0.0.1`` and ``[::1]`` included,
+never do.
 
 Answers are read with ``Connection: close``: a ``Content-Length`` body, a chunked body (its
 trailers read and dropped) or a body up to the end of the connection, at most
@@ -32,7 +33,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
-import socket
 import ssl
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
@@ -41,6 +41,7 @@ from urllib.parse import urlsplit
 
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_bodies import BodyReader, Head, Malformed, Oversized, parse_head
+from daemon.core.name_lookups import addresses_of
 from daemon.core.secret_patterns import without_userinfo
 from daemon.core.version import __version__
 
@@ -224,11 +225,10 @@ class _Exchange:
         else:
             return [host]
         try:
-            infos = await self._loop.getaddrinfo(host, self._target.port, type=socket.SOCK_STREAM)
+            addresses = await addresses_of(host, self._target.port)
         except OSError as exc:
             message = f"cannot resolve {host}: {_described(exc)}"
             raise self._failure(message, UNREACHABLE) from exc
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in infos))
         if not addresses:
             message = f"{host} resolves to no address"
             raise self._failure(message, UNREACHABLE)
