@@ -23,6 +23,7 @@ from pydantic import (
 
 from daemon.core.approval_settings import ApprovalsSection, SlackSection
 from daemon.core.batch_settings import BatchSection
+from daemon.core.fleet_settings import FleetSection
 from daemon.core.gate_settings import GateSettings
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS
@@ -354,6 +355,7 @@ class GovernorConfig(_Section):
     signals: SignalsSection = SignalsSection()
     recording: RecordingSection = RecordingSection()
     batch: BatchSection = BatchSection()
+    fleet: FleetSection = FleetSection()
     sources: SourcesSection = SourcesSection()
     vllm: tuple[VllmInstance, ...] = ()
     http_log_level: tuple[HttpLogLevelTarget, ...] = ()
@@ -368,6 +370,16 @@ class GovernorConfig(_Section):
             message = (
                 "target names must be unique across [[vllm]] and [[http_log_level]]; "
                 f"repeated: {', '.join(repeated)}"
+            )
+            raise ValueError(message)
+        return self
+
+    @model_validator(mode="after")
+    def _fleet_groups_of_instances(self) -> GovernorConfig:
+        unknown = sorted(set(self.fleet.groups) - {instance.name for instance in self.vllm})
+        if unknown:
+            message = (
+                f"fleet.groups names {', '.join(unknown)}, not a [[vllm]] instance of this config"
             )
             raise ValueError(message)
         return self

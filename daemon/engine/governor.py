@@ -44,6 +44,7 @@ from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.whatif_desk import WhatIfDesk
+from daemon.engine.fleet_plane import FleetPlane
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.runtime.notifiers import MqttNotifier, Notifications, SlackNotifier
 from daemon.engine.runtime.own_metrics import (
@@ -107,6 +108,12 @@ class Governor:
             log_level_factory=log_level_factory,
             on_applied=self._ledger.enter_applied,
             record=self._ledger.record,
+        )
+        # A member of a fleet only with [fleet] enabled; alone, exactly as without the section.
+        self._fleet = (
+            FleetPlane(config, self._signals, self._actuation.knobs, clock)
+            if loaded.config.fleet.enabled
+            else None
         )
         self._policies = PolicyPlane(
             config,
@@ -280,6 +287,8 @@ class Governor:
         tasks.extend(self._notifications.tasks())
         tasks.extend(self._batches.tasks())
         tasks.append(EternalTask("batch lane steerer", self._lane_steerer.run))
+        if self._fleet is not None:
+            tasks.extend(self._fleet.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

@@ -36,6 +36,7 @@ ARGUMENTS: dict[tuple[str, ...], list[str]] = {
     ("freeze",): ["main", "--for", "1m", "--reason", "load test"],
     ("unfreeze",): ["main"],
     ("freezes",): [],
+    ("fleet", "status"): [],
     ("quarantine",): [],
     ("unquarantine",): ["busy", "main", "--reason", "fixed"],
     ("backtest",): ["--recording", "r.jsonl", "--policies", "policies"],

@@ -1,0 +1,90 @@
+"""The fleet, from the governor's side: what it registers, and the tasks that keep it there.
+
+Built by the composition root only when ``[fleet]`` is enabled. The records come from what the
+governor already knows: the configuration (instances, groups), the actuator's reading of each
+server's files (knobs), and the signal plane's scrapes (health, and the version ``/version``
+reported).
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Mapping
+
+from daemon.core.clock import Clock
+from daemon.core.settings import GovernorConfig
+from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.runtime.supervisor import EternalTask
+from daemon.fleet.etcd_gateway import EtcdGateway
+from daemon.fleet.keys import FleetKeys
+from daemon.fleet.records import MemberRecord
+from daemon.fleet.registrar import Registrar
+from daemon.sources.health import SourceState
+
+KnobsOf = Callable[[], Mapping[str, Mapping[str, float]]]
+
+
+class FleetPlane:
+    """This governor as a member of the fleet.
+
+    Args:
+        config: The configuration in force (read at each refresh: reloads are seen).
+        signals: The signal plane (health and version of each server).
+        knobs: The current knob values of each server.
+        clock: The injected clock.
+    """
+
+    def __init__(
+        self,
+        config: Callable[[], GovernorConfig],
+        signals: SignalPlane,
+        knobs: KnobsOf,
+        clock: Clock,
+    ) -> None:
+        section = config().fleet
+        self._config = config
+        self._signals = signals
+        self._knobs = knobs
+        self.host = section.host or socket.gethostname()
+        self.client = EtcdGateway(section.endpoints, section.request_timeout_s)
+        self.keys = FleetKeys(section.prefix)
+        self.registrar = Registrar(
+            self.client,
+            self.keys,
+            ttl_s=section.lease_ttl_s,
+            refresh_s=section.refresh_s,
+            facts=self.records,
+            clock=clock,
+        )
+
+    def tasks(self) -> list[EternalTask]:
+        """The registrar."""
+        return [EternalTask("fleet registrar", lambda ready: self.registrar.run(ready.started))]
+
+    def records(self) -> list[MemberRecord]:
+        """One record per configured vLLM instance, as the governor sees it now."""
+        config = self._config()
+        knobs = self._knobs()
+        return [
+            MemberRecord(
+                host=self.host,
+                instance=instance.name,
+                group=config.fleet.group_of(instance.name),
+                vllm_version=self._version(instance.name),
+                knobs=dict(knobs.get(instance.name, {})),
+                health=self._health(instance.name),
+            )
+            for instance in config.vllm
+        ]
+
+    def _health(self, instance: str) -> str:
+        health = self._signals.health.get(f"vllm/{instance}")
+        if health is None or health.state is SourceState.STARTING:
+            return "unknown"
+        if health.state is SourceState.DOWN or health.detail == "unhealthy":
+            return "down"
+        return "up"
+
+    def _version(self, instance: str) -> str:
+        keys = self._signals.store.keys("vllm_version_info", instance=instance)
+        return (keys[-1].label("version") or "") if keys else ""

@@ -1,0 +1,39 @@
+"""Where the fleet's records live in etcd, under the configured prefix.
+
+``members/HOST/INSTANCE`` holds one registered instance (bound to its governor's lease);
+``freeze/fleet`` freezes the whole fleet and ``freeze/group/GROUP`` one group (bound to no
+lease: a freeze must outlive whoever set it, and ends at its own expiry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FleetKeys:
+    """The keys of one fleet.
+
+    Attributes:
+        prefix: The fleet's root, starting and ending with ``/``.
+    """
+
+    prefix: str
+
+    @property
+    def members(self) -> str:
+        """The prefix of every registered instance."""
+        return f"{self.prefix}members/"
+
+    def member(self, host: str, instance: str) -> str:
+        """The key of ``instance`` on ``host``."""
+        return f"{self.members}{host}/{instance}"
+
+    @property
+    def freezes(self) -> str:
+        """The prefix of every fleet freeze."""
+        return f"{self.prefix}freeze/"
+
+    def freeze(self, group: str | None) -> str:
+        """The key that freezes ``group``, or the whole fleet when ``group`` is None."""
+        return f"{self.freezes}fleet" if group is None else f"{self.freezes}group/{group}"

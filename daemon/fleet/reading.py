@@ -1,0 +1,88 @@
+"""The fleet as etcd holds it now: registered instances and freezes, read in one go.
+
+``fleet status`` prints it; a governor's freeze watch reads the freezes the same way. A record
+that cannot be read is kept aside with its key and why, never dropped silently nor guessed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from daemon.fleet.etcd_gateway import EtcdGateway, KeyValue
+from daemon.fleet.keys import FleetKeys
+from daemon.fleet.records import FreezeRecord, MemberRecord, RecordError
+
+
+@dataclass(frozen=True, slots=True)
+class Registered:
+    """One registered instance and the lease that keeps it there."""
+
+    record: MemberRecord
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
+class FleetReading:
+    """The fleet at one moment.
+
+    Attributes:
+        members: Every registered instance, by host then instance.
+        freezes: Every fleet freeze record, expired or not (the reader judges at its ``now``).
+        unreadable: ``(key, why)`` of each record that could not be read.
+    """
+
+    members: tuple[Registered, ...]
+    freezes: tuple[FreezeRecord, ...]
+    unreadable: tuple[tuple[str, str], ...]
+
+    def freezes_in_force(self, now: datetime) -> list[FreezeRecord]:
+        """The freezes that count at ``now``: the fleet's first, then by group."""
+        found = [freeze for freeze in self.freezes if freeze.in_force(now)]
+        return sorted(found, key=lambda freeze: (freeze.group is not None, freeze.group or ""))
+
+    def as_json(self, now: datetime) -> dict[str, Any]:
+        """The reading as ``fleet status --json`` prints it."""
+        return {
+            "members": [
+                {**entry.record.as_json(), "lease": f"{entry.lease:x}"} for entry in self.members
+            ],
+            "freezes": [freeze.as_json() for freeze in self.freezes_in_force(now)],
+            "unreadable": [{"key": key, "why": why} for key, why in self.unreadable],
+        }
+
+
+async def read_freezes(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
+    """The fleet's freeze records only (one range)."""
+    freezes, unreadable = _freezes(await client.get_prefix(keys.freezes))
+    return FleetReading((), tuple(freezes), tuple(unreadable))
+
+
+async def read_fleet(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
+    """Members and freezes (two ranges).
+
+    Raises:
+        FleetError: etcd could not be read.
+    """
+    members: list[Registered] = []
+    unreadable: list[tuple[str, str]] = []
+    for item in await client.get_prefix(keys.members):
+        try:
+            members.append(Registered(MemberRecord.from_json(item.value), item.lease))
+        except RecordError as exc:
+            unreadable.append((item.key, str(exc)))
+    freezes, unreadable_freezes = _freezes(await client.get_prefix(keys.freezes))
+    members.sort(key=lambda entry: (entry.record.host, entry.record.instance))
+    return FleetReading(tuple(members), tuple(freezes), (*unreadable, *unreadable_freezes))
+
+
+def _freezes(items: list[KeyValue]) -> tuple[list[FreezeRecord], list[tuple[str, str]]]:
+    freezes: list[FreezeRecord] = []
+    unreadable: list[tuple[str, str]] = []
+    for item in items:
+        try:
+            freezes.append(FreezeRecord.from_json(item.value))
+        except RecordError as exc:
+            unreadable.append((item.key, str(exc)))
+    return freezes, unreadable
