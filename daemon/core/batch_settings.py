@@ -9,6 +9,12 @@ after its first failure. The default file limits are OpenAI's (200 MB, 50,000 re
 With ``inbox_target`` set, a file dropped into ``inbox_dir`` (``*.jsonl``, once its size has
 stayed the same for one ``inbox_poll_s``) is submitted as a job for that target; one that is
 refused gets a ``NAME.rejected.txt`` beside it saying why, file:line.
+
+Where the target runs ``--scheduling-policy priority`` (:mod:`daemon.batch.scheduling`), every
+batch request carries ``priority`` (vLLM runs lower values first; online requests default to
+0), so that online requests waiting overtake batch ones. Under ``fcfs`` nothing can overtake:
+the lane is then at most ``fcfs_share`` of ``max-num-seqs`` wide, and closed while any request
+waits in vLLM's queue.
 """
 
 from __future__ import annotations
@@ -37,3 +43,7 @@ class BatchSection(BaseModel):
     # The [[vllm]] instance the inbox's files go to; empty: no inbox.
     inbox_target: str = ""
     inbox_poll_s: _Seconds = 5.0
+    # vLLM's request priority for batch requests (lower runs first): above every online one.
+    priority: Annotated[int, Field(ge=1, le=1 << 31)] = 1000
+    # Under fcfs, the lane's share of max-num-seqs at most (an unknown max-num-seqs: 1 request).
+    fcfs_share: Annotated[float, Field(gt=0, le=1)] = 0.25

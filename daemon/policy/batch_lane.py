@@ -111,3 +111,27 @@ def _acts(
     state = states.get((spec.name, target))
     in_window = not spec.windows or any(window.contains(wall) for window in spec.windows)
     return state is not None and state.phase is Phase.FIRING and in_window
+
+
+def fcfs_bound(decided: LaneWidth, view: TargetView, share: float) -> LaneWidth:
+    """The width a server without priority scheduling allows: the governor's only protection.
+
+    Under ``fcfs`` an online request that arrives while every sequence slot is taken waits
+    behind whatever is queued, batch requests included, and nothing overtakes. So the lane
+    takes at most ``share`` of ``max-num-seqs`` (1 request while ``max-num-seqs`` is unknown),
+    and closes whenever a request waits in vLLM (``waiting`` > 0) or ``waiting`` has no fresh
+    value: a queue means the slots are wanted, and unknown means do not act.
+    """
+    if decided.width == 0:
+        return decided
+    waiting = view.signals.get("waiting")
+    if not isinstance(waiting, int | float):
+        return LaneWidth(0, decided.policy, "fcfs: no fresh `waiting` value, closed")
+    if waiting > 0:
+        return LaneWidth(0, decided.policy, f"fcfs: {waiting:g} request(s) wait in vLLM, closed")
+    seqs = view.knobs.get("max_num_seqs")
+    cap = 1 if seqs is None else max(1, int(seqs * share))
+    if decided.width <= cap:
+        return decided
+    where = "max-num-seqs unknown" if seqs is None else f"{share:g} of max-num-seqs {seqs:g}"
+    return LaneWidth(cap, decided.policy, f"{decided.reason}; fcfs: at most {cap} ({where})")

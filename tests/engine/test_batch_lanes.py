@@ -4,6 +4,7 @@ steerer that moves it from policy states, freezes and changes in flight."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from daemon.batch.input_file import read_batch_file
 from daemon.batch.jobs import BatchJob, JobState, LineState
+from daemon.batch.scheduling import PRIORITY, Scheduling
 from daemon.core.batch_settings import BatchSection
 from daemon.core.settings import GovernorConfig
 from daemon.engine.batches.crash_points import CrashPoints
@@ -23,6 +25,7 @@ from daemon.engine.storage.batch_ledger import BatchLedger
 from daemon.policy.evaluate import TargetView
 from daemon.policy.loading import parse_policy
 from daemon.policy.state import Phase, PolicyState
+from tests.engine.test_batch_runner import scripted
 from tests.support.batches import Tally, result_ids, write_batch
 from tests.support.sim_serve import sim_serve
 
@@ -159,8 +162,10 @@ async def test_the_steerer_follows_the_policy_and_stops_at_freezes_and_changes_i
         in_flight=in_flight.get,
         clock=Clock(),
         registry=CollectorRegistry(),
+        read=lambda _instance: Scheduling(PRIORITY, "test"),
     )
     lane = lanes.lane("main")
+    await steerer.refresh_scheduling()
     steerer.tick_once()
     assert (lane.width, lane.policy) == (0, None)  # watched, not firing: closed
     states[("night-batch", "main")] = PolicyState(Phase.FIRING, since=0.0)
@@ -184,8 +189,40 @@ async def test_the_steerer_follows_the_policy_and_stops_at_freezes_and_changes_i
     assert lane.width == 0
     assert "change 7" in lane.reason
     del in_flight["main"]
+    await steerer.refresh_scheduling()  # read again: the server may have come back otherwise
     steerer.tick_once()
     assert lane.width == 2
+    assert lane.priority == 1000  # priority scheduling: batch requests go last
+
+
+async def test_under_fcfs_the_steerer_sends_no_priority_and_closes_while_requests_wait(
+    tmp_path: Path,
+) -> None:
+    config = _config(tmp_path)
+    spec = parse_policy(POLICY, Path("night.yaml"))
+    states = {("night-batch", "main"): PolicyState(Phase.FIRING, since=0.0)}
+    signals = {"running": 1.0, "waiting": 0.0}
+    lanes = BatchLanes()
+    steerer = LaneSteerer(
+        config=lambda: config,
+        specs=lambda: (spec,),
+        states=lambda: states,
+        views=lambda: {"main": TargetView("main", dict(signals), {"max_num_seqs": 16.0})},
+        lanes=lanes,
+        in_flight=lambda _target: None,
+        clock=Clock(),
+        registry=CollectorRegistry(),
+        read=lambda _instance: Scheduling("fcfs", "test"),
+    )
+    await steerer.refresh_scheduling()
+    lane = lanes.lane("main")
+    for _ in range(4):
+        steerer.tick_once()
+    assert (lane.width, lane.priority) == (4, None)  # 16 x 0.25, though the policy says 8
+    signals["waiting"] = 2.0
+    steerer.tick_once()
+    assert lane.width == 0
+    assert "wait in vLLM" in lane.reason
 
 
 async def test_a_target_no_batch_policy_watches_runs_at_batch_concurrency(tmp_path: Path) -> None:
@@ -202,3 +239,35 @@ async def test_a_target_no_batch_policy_watches_runs_at_batch_concurrency(tmp_pa
     )
     steerer.tick_once()
     assert lanes.lane("main").width == 8
+
+
+@pytest.mark.parametrize("priority", [1000, None])
+async def test_batch_requests_carry_the_lanes_priority_only_where_the_server_takes_one(
+    tmp_path: Path, ledger: BatchLedger, priority: int | None
+) -> None:
+    path = tmp_path / "jobs.jsonl"
+    write_batch(path, 3)
+    sent_as_written = [
+        line.body for line in read_batch_file(path, max_bytes=1 << 20, max_lines=10).lines
+    ]
+    lane = Lane("main", 1, "test")
+    lane.priority = priority
+    async with scripted([]) as server:
+        job = _job(ledger, path)
+        runner = JobRunner(
+            job,
+            ledger,
+            BatchSection(concurrency=1),
+            base_url=f"http://127.0.0.1:{server.port}",
+            clock=Clock(),
+            crash_points=CrashPoints(""),
+            lane=lane,
+        )
+        assert await runner.run() is JobState.COMPLETED
+    if priority is None:  # fcfs: vLLM refuses a priority (400); the file's bytes as they are
+        assert sorted(server.bodies) == sorted(sent_as_written)
+    else:
+        assert {json.loads(body)["priority"] for body in server.bodies} == {1000}
+        assert sorted(json.loads(body)["prompt"] for body in server.bodies) == sorted(
+            json.loads(body)["prompt"] for body in sent_as_written
+        )

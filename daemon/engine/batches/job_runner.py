@@ -71,7 +71,9 @@ class JobRunner:
         self._settings = settings
         self._clock = clock
         self._crash = crash_points
-        self._sender = LineSender(job.job_id, base_url, settings, clock)
+        self._sender = LineSender(
+            job.job_id, base_url, settings, clock, priority=lambda: self._lane.priority
+        )
         self._writers = {
             ResultFile.OUTPUT: ResultWriter(job.output_path),
             ResultFile.ERRORS: ResultWriter(job.errors_path),

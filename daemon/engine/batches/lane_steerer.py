@@ -14,6 +14,12 @@ the other live changes pass, in this order:
 
 A target no batch policy watches runs at ``[batch] concurrency`` (the lane as it was before
 policies could move it), through the same checks.
+
+The server's scheduling policy (:mod:`daemon.batch.scheduling`, re-read every
+:data:`SCHEDULING_TTL_S` and after every change of the server) decides the rest: under
+``priority`` the lane's requests carry ``[batch] priority``; under ``fcfs`` (or unknown) they
+carry none and a lane a policy opens is bound tight (:func:`daemon.policy.batch_lane.fcfs_bound`;
+a lane no policy watches stays at the operator's ``[batch] concurrency``).
 """
 
 from __future__ import annotations
@@ -26,13 +32,14 @@ from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Gauge
 
+from daemon.batch.scheduling import FCFS, Scheduling, read_scheduling
 from daemon.core.actuation import JournalEntry
 from daemon.core.clock import Clock
 from daemon.core.freezes import freeze_reason
-from daemon.core.settings import GovernorConfig
+from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.engine.batches.lanes import BatchLanes, Lane
 from daemon.engine.runtime.supervisor import Readiness
-from daemon.policy.batch_lane import LaneWidth, batch_policies, lane_width
+from daemon.policy.batch_lane import LaneWidth, batch_policies, fcfs_bound, lane_width
 from daemon.policy.evaluate import TargetView
 from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState
@@ -40,9 +47,17 @@ from daemon.policy.state import Phase, PolicyState
 log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # how often the lanes are looked at: a lane narrows within about this long
+SCHEDULING_TTL_S = 30.0  # how long a server's scheduling policy is taken as read
 
 # target -> a sentence naming the change in flight on it, or None when there is none.
 InFlight = Callable[[str], str | None]
+# A server's scheduling policy, read from its files (blocking I/O: run off the loop).
+ReadScheduling = Callable[[VllmInstance], Scheduling]
+
+
+def scheduling_of(instance: VllmInstance) -> Scheduling:
+    """What the server's log, else its config file, says of its scheduling policy."""
+    return read_scheduling(instance.server_log_file, instance.config_path)
 
 
 class LaneSteerer:
@@ -70,8 +85,11 @@ class LaneSteerer:
         in_flight: InFlight,
         clock: Clock,
         registry: CollectorRegistry,
+        read: ReadScheduling = scheduling_of,
     ) -> None:
         self._config = config
+        self._read = read
+        self._scheduling: dict[str, tuple[float, Scheduling]] = {}
         self._specs = specs
         self._states = states
         self._views = views
@@ -89,8 +107,18 @@ class LaneSteerer:
         """Look every :data:`TICK_S`, forever."""
         readiness.started()
         while True:
+            await self.refresh_scheduling()
             self.tick_once()
             await asyncio.sleep(TICK_S)
+
+    async def refresh_scheduling(self) -> None:
+        """Read again the scheduling policy of each server not read within the TTL."""
+        now = self._clock.monotonic()
+        for instance in self._config().vllm:
+            known = self._scheduling.get(instance.name)
+            if known is None or now - known[0] >= SCHEDULING_TTL_S:
+                found = await asyncio.to_thread(self._read, instance)
+                self._scheduling[instance.name] = (now, found)
 
     def tick_once(self) -> None:
         """Set every target's lane once."""
@@ -108,20 +136,35 @@ class LaneSteerer:
             decided = lane_width(
                 specs, states, view, self._clock.wall(), current=lane.width, ceiling=ceiling
             )
+            scheduling = self._scheduling_now(target)
+            lane.scheduling = f"{scheduling.policy} ({scheduling.source})"
+            lane.priority = config.batch.priority if scheduling.priority else None
             if decided is None:
+                # No window: the operator's fixed number, as before policies could move it.
                 decided = LaneWidth(ceiling, None, "no batch policy: at [batch] concurrency")
+            elif not scheduling.priority and decided.width > 0:
+                views = self._views() if views is None else views
+                view = views.get(target, view)
+                decided = fcfs_bound(decided, view, config.batch.fcfs_share)
             self._set(lane, self._checked(target, lane, decided, config.governor.state_dir))
 
     def _checked(self, target: str, lane: Lane, decided: LaneWidth, state_dir: Path) -> LaneWidth:
         """The width the checks allow: closed while a change is in flight, held when frozen."""
         change = self._in_flight(target)
         if change is not None:
+            self._scheduling.pop(target, None)  # the server may come back with another one
             return LaneWidth(0, decided.policy, f"{change}: the lane waits for it, closed")
         if decided.width > lane.width:
             frozen = freeze_reason(state_dir, target, self._clock.wall())
             if frozen:
                 return LaneWidth(lane.width, decided.policy, f"{frozen}: the lane may not widen")
         return decided
+
+    def _scheduling_now(self, target: str) -> Scheduling:
+        known = self._scheduling.get(target)
+        if known is None:
+            return Scheduling(FCFS, "not read yet: taken as fcfs")
+        return known[1]
 
     def _set(self, lane: Lane, decided: LaneWidth) -> None:
         before = lane.width

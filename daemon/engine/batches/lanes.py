@@ -29,6 +29,9 @@ class Lane:
         self.width = width
         self.reason = reason
         self.policy: str | None = None
+        # vLLM's priority for the lane's requests; None: send none (the server runs fcfs).
+        self.priority: int | None = None
+        self.scheduling = "unknown"
         self._in_flight: list[asyncio.Task[Any]] = []  # oldest first
         self._room = asyncio.Event()
         self.narrowed = 0  # requests cancelled by narrowing, since start
@@ -75,6 +78,8 @@ class Lane:
             "policy": self.policy,
             "reason": self.reason,
             "narrowed": self.narrowed,
+            "priority": self.priority,
+            "scheduling": self.scheduling,
         }
 
     def _left(self, task: asyncio.Task[Any]) -> None:

@@ -5,11 +5,17 @@ restarts, a timeout) is tried again after a backoff delay, for as long as ``retr
 after the line's first failure; then the last answer (or failure) is the line's result. Each
 attempt is bounded by ``request_timeout_s``. Cancelling :meth:`LineSender.send` aborts the
 request at once (the HTTP client owns nothing beyond its ``await``).
+
+Where the lane says so (the server runs priority scheduling), the body is sent with the batch
+priority in ``priority``, replacing any the line had: the lane's priority is the governor's,
+not the file's. The file's bytes are sent as they are otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Callable
 
 from daemon.batch.input_file import BatchLine
 from daemon.batch.result_lines import ResultLine, answered, failed
@@ -27,8 +33,16 @@ MAX_ANSWER_BYTES = 64 << 20
 class LineSender:
     """Sends lines of one job to one server."""
 
-    def __init__(self, job_id: str, base_url: str, settings: BatchSection, clock: Clock) -> None:
+    def __init__(
+        self,
+        job_id: str,
+        base_url: str,
+        settings: BatchSection,
+        clock: Clock,
+        priority: Callable[[], int | None] = lambda: None,
+    ) -> None:
         self._job_id = job_id
+        self._priority = priority
         self._base_url = base_url.rstrip("/")
         self._settings = settings
         self._clock = clock
@@ -56,7 +70,7 @@ class LineSender:
                 "POST",
                 self._base_url + line.url,
                 self._limits,
-                body=line.body,
+                body=with_priority(line.body, self._priority()),
                 headers={"Content-Type": "application/json"},
             )
         except HttpExchangeError as exc:
@@ -72,3 +86,12 @@ class LineSender:
             body=response.body,
         )
         return result, retryable_status(response.status)
+
+
+def with_priority(body: bytes, priority: int | None) -> bytes:
+    """``body`` with ``"priority": priority`` set; as it is when ``priority`` is None."""
+    if priority is None:
+        return body
+    request = json.loads(body)
+    request["priority"] = priority
+    return json.dumps(request, separators=(",", ":")).encode()

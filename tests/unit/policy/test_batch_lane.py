@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from daemon.core.errors import ConfigError
-from daemon.policy.batch_lane import lane_width
+from daemon.policy.batch_lane import LaneWidth, fcfs_bound, lane_width
 from daemon.policy.evaluate import TargetView, evaluate
 from daemon.policy.loading import parse_policy
 from daemon.policy.spec import PolicySpec
@@ -158,3 +158,18 @@ def test_shadow_policies_never_steer_and_windows_bound_the_opening() -> None:
     assert _width([nightly], {"night-batch": FIRING}, QUIET) == (4, "night-batch")
     noon = WALL.replace(hour=12)
     assert _width([nightly], {"night-batch": FIRING}, QUIET, wall=noon) == (0, None)
+
+
+def test_under_fcfs_the_lane_is_tight() -> None:
+    wide = LaneWidth(8, "night-batch", "night-batch: 8")
+    seqs = {"max_num_seqs": 32.0}
+    # A quarter of max-num-seqs at most.
+    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, seqs), 0.25).width == 8
+    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, seqs), 0.125).width == 4
+    # One request while max-num-seqs is unknown.
+    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, {}), 0.25).width == 1
+    # Closed while anything waits in vLLM, or while that is not known.
+    waiting = fcfs_bound(wide, TargetView("main", {"waiting": 1.0}, seqs), 0.25)
+    assert (waiting.width, waiting.policy) == (0, "night-batch")
+    assert "wait in vLLM" in waiting.reason
+    assert fcfs_bound(wide, TargetView("main", {}, seqs), 0.25).width == 0
