@@ -6,7 +6,9 @@ raise or meet; the configuration of a vLLM instance and its knob envelopes; the 
 catalogue; the pure envelope checks; the freeze files; the actuation contract (requests,
 results, the journal and signal windows the engine lends them); and the admission gate's
 contract (a cap change, its result, the gate's runtime and the cap journal) and the gate as a
-restart drains it; and the daemon's HTTP client (one exchange within its deadlines).
+restart drains it; the daemon's HTTP client (one exchange within its deadlines); and the one
+actuator protocol with the table entry that declares a kind (its settings section, its
+factory, its capabilities), with the configuration a kind reads its targets from.
 """
 
 from __future__ import annotations
@@ -25,8 +27,15 @@ from daemon.core.actuation import (
     ChangeRequest,
     JournalEntry,
     JournalState,
-    LogLevelActuator,
     SignalWindows,
+)
+from daemon.core.actuator_kinds import (
+    Actuator,
+    ActuatorKind,
+    ActuatorServices,
+    Capabilities,
+    GateKind,
+    Kind,
 )
 from daemon.core.clock import Clock, SystemClock
 from daemon.core.envelopes import envelope_problem, envelope_problems, pace_problem
@@ -40,6 +49,7 @@ from daemon.core.errors import (
     GovernorError,
     HttpExchangeError,
 )
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.freezes import freeze_reason
 from daemon.core.gate_actuation import (
     CAP_APPLIED,
@@ -57,7 +67,7 @@ from daemon.core.gate_drain import GateDrain, GateLookup, no_gates
 from daemon.core.http_client import HttpLimits, HttpResponse, http_request
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS, LOG_LEVELS, Knob, Safer
-from daemon.core.settings import Envelope, VllmInstance
+from daemon.core.settings import Envelope, GovernorConfig, VllmInstance
 
 __all__ = [
     "ABANDONED",
@@ -73,6 +83,7 @@ __all__ = [
     "KNOBS",
     "LOG_LEVELS",
     "LOG_LEVEL_KNOB",
+    "NO_FREEZE_SOURCE",
     "OPEN",
     "REFUSED",
     "REVERTED",
@@ -80,10 +91,14 @@ __all__ = [
     "ActuationJournal",
     "ActuationRefused",
     "ActuationResult",
+    "Actuator",
+    "ActuatorKind",
+    "ActuatorServices",
     "CapChange",
     "CapJournal",
     "CapResult",
     "CapState",
+    "Capabilities",
     "ChangeInFlight",
     "ChangeRequest",
     "Clock",
@@ -91,9 +106,12 @@ __all__ = [
     "ConfigIssue",
     "ConfigWriteError",
     "Envelope",
+    "FreezeSource",
     "GateDrain",
+    "GateKind",
     "GateLookup",
     "GateRuntime",
+    "GovernorConfig",
     "GovernorError",
     "HttpExchangeError",
     "HttpLimits",
@@ -101,8 +119,8 @@ __all__ = [
     "HttpResponse",
     "JournalEntry",
     "JournalState",
+    "Kind",
     "Knob",
-    "LogLevelActuator",
     "Safer",
     "SignalWindows",
     "SystemClock",

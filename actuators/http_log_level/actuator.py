@@ -9,6 +9,10 @@ One change per target: an asyncio lock within this process, and the journal's on
 per target across processes; a governor that died mid-change finishes it on its next start
 from what the service reads back (:meth:`HttpLogLevelActuator.reconcile`). Refusals and dry
 runs are journaled too.
+
+The level policies see is the last one read (:meth:`HttpLogLevelActuator.refresh`, which the
+engine calls every ``poll_interval_s`` and after each change) while that reading is younger
+than ``stale_after_s``: an old or failed reading is no value at all, never a guess.
 """
 
 from __future__ import annotations
@@ -64,6 +68,22 @@ class HttpLogLevelActuator:
         self._clock = clock
         self._freeze_dir = freeze_dir
         self._locks: dict[str, asyncio.Lock] = {}
+        self._levels: dict[str, tuple[float, float]] = {}  # name -> (level, read at)
+
+    def current_knobs(self, target: HttpLogLevelTarget) -> Mapping[str, float]:
+        """The level last read, while that reading is fresh; empty otherwise."""
+        reading = self._levels.get(target.name)
+        if reading is None or self._clock.monotonic() - reading[1] > target.stale_after_s:
+            return {}
+        return {LOG_LEVEL_KNOB: reading[0]}
+
+    async def refresh(self, target: HttpLogLevelTarget) -> None:
+        """Read the level in force again (a failed reading forgets the last one)."""
+        level = await self.read(target)
+        if level is None:
+            self._levels.pop(target.name, None)
+        else:
+            self._levels[target.name] = (level, self._clock.monotonic())
 
     async def read(self, target: HttpLogLevelTarget) -> float | None:
         """The level in force; None when the service does not say one clearly."""

@@ -44,6 +44,8 @@ from daemon.api import (
     ChangeRequest,
     Clock,
     ConfigWriteError,
+    NO_FREEZE_SOURCE,
+    FreezeSource,
     GateLookup,
     JournalState,
     SignalWindows,
@@ -68,6 +70,8 @@ class VllmActuator:
             ``simulate``).
         registry_of: Version text -> registry (tests substitute a stub to let a bad flag by).
         objection: vLLM's own parser check (skipped when vLLM is not installed).
+        fleet_freeze: A freeze besides the files (the fleet's, in etcd); every change here
+            restarts the server, so a fleet whose state is unknown holds it too.
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class VllmActuator:
         restart_runner: CommandRunner = run_command,
         registry_of: Callable[[str | None], VersionRegistry] = registry_for,
         objection: Objection = vllm_objection,
+        fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
     ) -> None:
         self._journal = journal
         self._windows = windows
@@ -90,12 +95,16 @@ class VllmActuator:
         self._restart_runner = restart_runner
         self._registry_of = registry_of
         self._objection = objection
+        self._fleet_freeze = fleet_freeze
         self._reader = KnobReader()
         self._locks: dict[str, asyncio.Lock] = {}
 
     def current_knobs(self, instance: VllmInstance) -> Mapping[str, float]:
         """What the server's files set now (cached by mtime)."""
         return self._reader.read(instance)
+
+    async def refresh(self, instance: VllmInstance) -> None:
+        """Nothing to do: :meth:`current_knobs` reads the files (by mtime) each time."""
 
     async def plan(self, instance: VllmInstance, request: ChangeRequest) -> ChangePlan:
         """The plan, without any check or side effect (``apply --dry-run`` prints it).
@@ -235,7 +244,8 @@ class VllmActuator:
             request,
             plan,
             registry,
-            frozen=freeze_reason(self._freeze_dir, instance.name, now),
+            frozen=freeze_reason(self._freeze_dir, instance.name, now)
+            or self._fleet_freeze.freeze_reason(instance.name, now, restart=True),
             changed_at=changed_at,
             now=now,
             restarted_at=restarted_at,

@@ -5,7 +5,8 @@ accepted inside its envelopes. It also lends the actuator two services it implem
 own state: the :class:`ActuationJournal` (the write-ahead journal and audit of every change, in
 the governor's SQLite store) and :class:`SignalWindows` (what the governor's signal store says
 about a server over a window, for verification). Actuators see all of this through
-:mod:`daemon.api` only, and the engine sees an actuator only as an :class:`Actuator`.
+:mod:`daemon.api` only, and the engine sees an actuator only as an
+:class:`~daemon.core.actuator_kinds.Actuator`, built from its kind's entry in the table.
 
 A journal entry is *open* from before the first file is touched until the change is finished
 one way or the other; at most one entry per server is open at a time, which is what "one
@@ -19,9 +20,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Protocol
-
-from daemon.core.http_log_level_settings import HttpLogLevelTarget
-from daemon.core.settings import VllmInstance
 
 
 class JournalState(StrEnum):
@@ -208,44 +206,4 @@ class SignalWindows(Protocol):
 
         A value is None when the window holds too little fresh data: never a zero.
         """
-        ...
-
-
-class Actuator(Protocol):
-    """What the engine needs of the vLLM actuator."""
-
-    def current_knobs(self, instance: VllmInstance) -> Mapping[str, float]:
-        """The knob values the server's files set now (empty when they cannot be read)."""
-        ...
-
-    async def apply(
-        self, instance: VllmInstance, request: ChangeRequest, *, dry_run: bool = False
-    ) -> ActuationResult:
-        """Plan, check, apply, verify, and revert on failure; journal every step."""
-        ...
-
-    async def reconcile(self, instance: VllmInstance) -> ActuationResult | None:
-        """Finish or revert a change a previous governor left open; None when there is none."""
-        ...
-
-
-class LogLevelActuator(Protocol):
-    """What the engine needs of the actuator of live log levels (``[[http_log_level]]``).
-
-    Its changes are journaled like a vLLM change (the same journal, one open entry per
-    target), but they restart nothing: set, read back, and set the old level back on failure.
-    """
-
-    async def read(self, target: HttpLogLevelTarget) -> float | None:
-        """The level in force, on the logging scale; None when it cannot be known now."""
-        ...
-
-    async def apply(
-        self, target: HttpLogLevelTarget, request: ChangeRequest, *, dry_run: bool = False
-    ) -> ActuationResult:
-        """Check, set, read back, and set the old level back on failure; journal every step."""
-        ...
-
-    async def reconcile(self, target: HttpLogLevelTarget) -> ActuationResult | None:
-        """Finish a change a previous governor left open; None when there is none."""
         ...

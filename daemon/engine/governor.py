@@ -11,25 +11,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.core.actuator_kinds import Kind, actuator_kinds, gate_kind
 from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freezes import freeze_reason, freezes_in_force
-from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.reload_scope import restart_only_changes
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
-from daemon.engine.actuation.actuation_plane import ActuationPlane, ActuatorFactory
+from daemon.engine.actuation.actuation_plane import ActuationPlane
 from daemon.engine.actuation.admission_loop import admission_loop
-from daemon.engine.actuation.log_level_plane import LogLevelFactory
 from daemon.engine.actuation.router import Router
 from daemon.engine.approvals.approval_commands import approval_handlers
 from daemon.engine.approvals.approval_desk import ApprovalDesk
@@ -44,7 +43,6 @@ from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.whatif_desk import WhatIfDesk
-from daemon.engine.fleet_plane import FleetPlane
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.runtime.notifiers import MqttNotifier, Notifications, SlackNotifier
 from daemon.engine.runtime.own_metrics import (
@@ -81,10 +79,8 @@ class Governor:
         clock: Clock,
         manager: ServiceManager,
         secrets: GovernorSecrets | None = None,
-        actuator_factory: ActuatorFactory | None = None,
         *,
-        gate_actuator_factory: GateActuatorFactory | None = None,
-        log_level_factory: LogLevelFactory | None = None,
+        kinds: Sequence[Kind] = (),
     ) -> None:
         self._loaded = loaded
         self._clock = clock
@@ -104,16 +100,9 @@ class Governor:
             clock,
             registry,
             state_path,
-            factory=actuator_factory,
-            log_level_factory=log_level_factory,
+            kinds=actuator_kinds(kinds),
             on_applied=self._ledger.enter_applied,
             record=self._ledger.record,
-        )
-        # A member of a fleet only with [fleet] enabled; alone, exactly as without the section.
-        self._fleet = (
-            FleetPlane(config, self._signals, self._actuation.knobs, clock)
-            if loaded.config.fleet.enabled
-            else None
         )
         self._policies = PolicyPlane(
             config,
@@ -173,7 +162,7 @@ class Governor:
             actuation=self._actuation,
             clock=clock,
             registry=registry,
-            factory=gate_actuator_factory,
+            factory=None if (gate := gate_kind(kinds)) is None else gate.factory,
         )
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
@@ -287,8 +276,6 @@ class Governor:
         tasks.extend(self._notifications.tasks())
         tasks.extend(self._batches.tasks())
         tasks.append(EternalTask("batch lane steerer", self._lane_steerer.run))
-        if self._fleet is not None:
-            tasks.extend(self._fleet.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

@@ -10,8 +10,10 @@ process (it records the change here). No test here sleeps for real.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from pathlib import Path
 
+from actuators.kinds import VLLM
 from daemon.core.config_files import load_config
 from daemon.core.virtual_time import EPOCH, VirtualClock, run_in_virtual_time
 from daemon.engine.governor import Governor, LoadedConfig
@@ -78,7 +80,8 @@ def test_the_governor_retunes_a_saturated_simulated_server_in_virtual_time(
         loop = asyncio.get_running_loop()
         clock = VirtualClock(loop, EPOCH)
         loaded = LoadedConfig(load_config(config_path), config_path, clock.wall())
-        governor = Governor(loaded, clock, NoServiceManager(), actuator_factory=lambda *_: actuator)
+        kinds = (replace(VLLM, factory=lambda _services: actuator),)
+        governor = Governor(loaded, clock, NoServiceManager(), kinds=kinds)
         stop_server = asyncio.Event()
         applied_at: float | None = None
         async with asyncio.TaskGroup() as group:

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from actuators.kinds import VLLM
 from daemon.core.settings import VllmInstance
-from daemon.engine.actuation.routing import route
+from daemon.engine.actuation.routing import Owner, route
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 
 ACTUATED = VllmInstance(
@@ -23,7 +24,8 @@ def intent(
 
 
 def test_intents_go_to_the_actuator_to_approval_or_are_blocked_with_a_reason() -> None:
-    instances = {"main": ACTUATED, "obs": OBSERVED}
+    # The observed server has no config_path: the vLLM kind does not list it, nothing owns it.
+    owners = {"main": Owner(VLLM, ACTUATED)}
     routing = route(
         [
             intent(),
@@ -33,12 +35,11 @@ def test_intents_go_to_the_actuator_to_approval_or_are_blocked_with_a_reason() -
             intent(operation="restart"),
             intent(operation="reboot"),
         ],
-        instances,
+        owners,
         {("bad", "main"): "its last change was reverted"},
-        actuated=True,
     )
     [(server, request), (_, restart)] = routing.auto
-    assert server is ACTUATED
+    assert server.target is ACTUATED
     assert request.changes == {"max_num_seqs": 16.0}
     assert request.operation is None
     assert request.reason == "p: waiting > 2.0 held for 30 s"
@@ -54,6 +55,6 @@ def test_intents_go_to_the_actuator_to_approval_or_are_blocked_with_a_reason() -
 
 
 def test_without_an_actuator_nothing_is_changed() -> None:
-    routing = route([intent()], {"main": ACTUATED}, {}, actuated=False)
+    routing = route([intent()], {}, {})
     assert routing.auto == []
     assert [d.guard for d in routing.blocked] == ["not_actuated"]

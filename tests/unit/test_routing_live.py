@@ -6,9 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from actuators.kinds import HTTP_LOG_LEVEL
 from daemon.core.errors import ConfigError
 from daemon.core.http_log_level_settings import HttpLogLevelTarget
-from daemon.engine.actuation.routing import route
+from daemon.engine.actuation.routing import Owner, route
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from daemon.policy.loading import load_policy
 
@@ -32,13 +33,12 @@ def test_a_live_target_takes_log_level_alone() -> None:
             intent({"log_level": 40.0, "max_num_seqs": 8.0}),
             intent({}, operation="restart"),
         ],
+        {"envoy": Owner(HTTP_LOG_LEVEL, ENVOY)},
         {},
-        {},
-        actuated=True,
-        live={"envoy": ENVOY},
     )
-    [(target, request)] = routing.live
-    assert target is ENVOY
+    [(owner, request)] = routing.auto
+    assert owner.kind is HTTP_LOG_LEVEL
+    assert owner.target is ENVOY
     assert request.changes == {"log_level": 40.0}
     assert routing.proposals == []
     reasons = [d.details["reason"] for d in routing.blocked]
@@ -48,11 +48,10 @@ def test_a_live_target_takes_log_level_alone() -> None:
         "envoy is a live log-level target: it takes log_level only, not max_num_seqs",
         "envoy is a live log-level target: it takes log_level only, not operation restart",
     ]
-    assert routing.auto == []
 
 
 def test_without_its_actuator_a_live_target_is_not_actuated() -> None:
-    routing = route([intent({"log_level": 40.0})], {}, {}, actuated=True)
+    routing = route([intent({"log_level": 40.0})], {}, {})
     assert [d.guard for d in routing.blocked] == ["not_actuated"]
 
 

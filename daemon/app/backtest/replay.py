@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from actuators.kinds import VLLM
 from daemon.app.backtest.recording import RecordedTick
 from daemon.core.settings import Envelope, VllmInstance
-from daemon.engine.actuation.routing import route
+from daemon.engine.actuation.routing import Owner, route
 from daemon.engine.evaluation.policy_ledger import changed_histories
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.planner import KnobHistory, KnobKey
@@ -100,7 +101,7 @@ def replay(setup: Setup, ticks: Sequence[RecordedTick]) -> tuple[Event, ...]:
             wall=recorded.wall,
         )
         states = result.states
-        routing = route(result.accepted, setup.instances, {}, actuated=True)
+        routing = route(result.accepted, _owners(setup.instances), {})
         routes = {(r.policy, r.target): AUTO for _, r in routing.auto}
         routes |= {(r.policy, r.target): APPROVAL for r in routing.proposals}
         for _, request in routing.auto:
@@ -153,3 +154,12 @@ def _event(index: int, at_s: float, wall: datetime, decision: Decision, way: str
         reason=str(decision.details.get("reason", "")),
         signals=dict(decision.evidence.signals),
     )
+
+
+def _owners(instances: Mapping[str, VllmInstance]) -> dict[str, Owner]:
+    """The servers the vLLM actuator would change: those with a ``config_path``."""
+    return {
+        name: Owner(VLLM, instance)
+        for name, instance in instances.items()
+        if instance.config_path is not None
+    }

@@ -72,9 +72,7 @@ def main(args: argparse.Namespace) -> int:
 async def _serve(
     loaded: LoadedConfig, clock: SystemClock, notifier: SystemdNotifier, secrets: GovernorSecrets
 ) -> int:
-    from actuators.haproxy.actuator import HaproxyActuator
-    from actuators.http_log_level.actuator import HttpLogLevelActuator
-    from actuators.vllm.actuator import VllmActuator
+    from actuators.kinds import KINDS
     from daemon.engine.governor import Governor
     from daemon.engine.storage.state_db import StateSchemaError
 
@@ -84,9 +82,7 @@ async def _serve(
             clock,
             notifier,
             secrets,
-            actuator_factory=VllmActuator,
-            gate_actuator_factory=HaproxyActuator,
-            log_level_factory=HttpLogLevelActuator,
+            kinds=KINDS,
         )
     except ConfigError as exc:  # e.g. a policy directory that is missing or cannot be read
         return config_broken(exc)

@@ -28,13 +28,13 @@ import contextlib
 import logging
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from actuators.haproxy.actuator import HaproxyActuator
+from actuators.kinds import HAPROXY_GATE, VLLM
 from actuators.vllm.actuator import VllmActuator
 from actuators.vllm.restart import CommandResult
-from daemon.api import ActuationJournal, Clock, GateLookup, SignalWindows
+from daemon.api import ActuatorServices, Clock
 from daemon.app.simulation.approver import SimulatedApprover
 from daemon.app.simulation.clock import EPOCH
 from daemon.app.simulation.events import EventLog
@@ -121,19 +121,13 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
     instance = governed.vllm[0]
     restart = HostRestart(host, instance.unit)
 
-    def actuator(
-        journal: ActuationJournal,
-        windows: SignalWindows,
-        actuator_clock: Clock,
-        freeze_dir: Path,
-        gates: GateLookup,
-    ) -> VllmActuator:
+    def actuator(services: ActuatorServices) -> VllmActuator:
         return VllmActuator(
-            journal,
-            windows,
-            actuator_clock,
-            freeze_dir,
-            gates,
+            services.journal,
+            services.windows,
+            services.clock,
+            services.freeze_dir,
+            services.gates,
             restart_runner=restart,
             objection=_no_objection,
         )
@@ -143,8 +137,8 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
         loaded,
         clock,
         NoServiceManager(),
-        actuator_factory=actuator,
-        gate_actuator_factory=HaproxyActuator,
+        # The daemon's table, with the restart run on the simulated host.
+        kinds=(replace(VLLM, factory=actuator), HAPROXY_GATE),
     )
     events = EventLog()
     approver = SimulatedApprover(

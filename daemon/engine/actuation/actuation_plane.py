@@ -1,13 +1,14 @@
-"""The actuation plane: the journal, the gate's routing, and the actuation runner.
+"""The actuation plane: the journal, one runner per actuator kind, and what they report.
 
-The evaluator calls :meth:`ActuationPlane.knobs` each tick (the current knob values, read from
-each server's files) and :meth:`ActuationPlane.submit` with the intents the planner accepted.
-Auto-risk changes go on a queue that the *actuation runner* consumes. On start the runner first
-reconciles every server from the journal (a change left open by a governor that died is
-finished or reverted), then applies queued changes, each as a child task of its own task group;
-the actuator serialises changes per server. Each outcome is logged, counted, journaled (by the
-actuator) and, for a change that restarted the server, entered in the knob's history (dwell
-and budgets); a reverted change quarantines its policy on that server and raises an alert.
+The governor hands the plane the table of actuator kinds
+(:class:`~daemon.core.actuator_kinds.ActuatorKind`); the plane builds each kind's actuator
+from the services it lends (the journal, the signal windows, the clock, the freeze files, the
+gates) and a :class:`~daemon.engine.actuation.kind_runner.KindRunner` for it. The evaluator
+calls :meth:`ActuationPlane.knobs` each tick (the current knob values, as each kind knows
+them) and the router hands :meth:`ActuationPlane.enqueue` the changes routed to a kind. Each
+outcome, whatever its kind, is logged, counted, journaled (by the actuator) and, for a change
+that changed its target, entered in the knob's history (dwell and budgets); a reverted change
+quarantines its policy on that target and raises an alert.
 """
 
 from __future__ import annotations
@@ -20,38 +21,24 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
-from daemon.core.actuation import (
-    APPLIED_STATES,
-    FAILED,
-    REFUSED,
-    ActuationJournal,
-    ActuationResult,
-    Actuator,
-    ChangeRequest,
-    SignalWindows,
-)
+from daemon.core.actuation import APPLIED_STATES, REFUSED, ActuationResult, ChangeRequest
+from daemon.core.actuator_kinds import ActuatorKind, ActuatorServices, Target
 from daemon.core.clock import Clock
-from daemon.core.gate_drain import GateLookup
-from daemon.core.settings import GovernorConfig, VllmInstance
+from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.haproxy_gate import gate_of
-from daemon.engine.actuation.log_level_plane import LogLevelFactory, LogLevelPlane
-from daemon.engine.actuation.routing import request_of, route
+from daemon.engine.actuation.kind_runner import KindRunner
+from daemon.engine.actuation.routing import Owner, request_of, route
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.signal_windows import StoreSignalWindows
-from daemon.engine.runtime.supervisor import EternalTask, Readiness
+from daemon.engine.runtime.supervisor import EternalTask
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.policy.decisions import Decision, DecisionKind, Evidence
 
 log = logging.getLogger(__name__)
 
-# journal, windows, clock, freeze directory, the gate in front of an instance -> the actuator.
-ActuatorFactory = Callable[[ActuationJournal, SignalWindows, Clock, Path, GateLookup], Actuator]
-# A change for the runner, with where to put its outcome when someone waits for it.
-Queued = tuple[VllmInstance, ChangeRequest, "asyncio.Future[ActuationResult] | None"]
-
 
 class ActuationPlane:
-    """Owns the journal and the actuator, and runs the changes."""
+    """Owns the journal and one runner per actuator kind, and reports their outcomes."""
 
     def __init__(
         self,
@@ -61,27 +48,25 @@ class ActuationPlane:
         registry: CollectorRegistry,
         state_path: Path,
         *,
-        factory: ActuatorFactory | None,
-        log_level_factory: LogLevelFactory | None = None,
+        kinds: Sequence[ActuatorKind[Any]],
         on_applied: Callable[[ActuationResult], None],
         record: Callable[[Sequence[Decision]], None],
     ) -> None:
-        """The journal at ``state_path`` and the actuators the factories build.
+        """The journal at ``state_path`` and an actuator of each kind in ``kinds``.
 
-        ``on_applied`` hears every change that restarted a server (the knobs' histories);
+        ``on_applied`` hears every change that changed its target (the knobs' histories);
         ``record`` takes decisions made here (the alert of a revert) for the decision log.
         """
         self._config = config
         self._clock = clock
         self.journal = SqliteJournal(state_path, clock)
         self.windows = StoreSignalWindows(signals)
-        state_dir = config().governor.state_dir
-        self.actuator = (
-            None
-            if factory is None
-            else factory(self.journal, self.windows, clock, state_dir, gate_of)
+        services = ActuatorServices(
+            self.journal, self.windows, clock, config().governor.state_dir, gate_of
         )
-        self._queue: asyncio.Queue[Queued] = asyncio.Queue()
+        self._runners: list[KindRunner[Any]] = [
+            KindRunner(kind, kind.factory(services), config, self._report) for kind in kinds
+        ]
         self._changes = Counter(
             "vllm_governor_actuations",
             "Changes of vLLM servers by target and final state.",
@@ -97,63 +82,52 @@ class ActuationPlane:
         )
         self._on_applied = on_applied
         self._record = record
-        # Live log levels of other services, on the same journal, reported like vLLM changes.
-        self.live = (
-            None
-            if log_level_factory is None
-            else LogLevelPlane(
-                lambda: self._config().http_log_level,
-                log_level_factory(self.journal, clock, state_dir),
-                clock,
-                self._report,
-            )
-        )
 
     def close(self) -> None:
         """Close the journal."""
         self.journal.close()
 
     def tasks(self) -> list[EternalTask]:
-        """The actuation runner, when there is an actuator; the log-level tasks, when any."""
-        live = [] if self.live is None else self.live.tasks()
-        if self.actuator is None:
-            return live
-        return [EternalTask("actuation runner", self._run), *live]
+        """Each kind's runner (and its reader, when its knobs are polled)."""
+        return [task for runner in self._runners for task in runner.tasks()]
+
+    def owners(self) -> dict[str, Owner]:
+        """Every target an actuator changes now, by name: the first kind of the table wins."""
+        owners: dict[str, Owner] = {}
+        for runner in self._runners:
+            for name, target in runner.targets().items():
+                owners.setdefault(name, Owner(runner.kind, target))
+        return owners
 
     def knobs(self) -> dict[str, Mapping[str, float]]:
-        """Current knob values per server, as its files set them (and live levels as read)."""
-        live = {} if self.live is None else self.live.knobs()
-        if self.actuator is None:
-            return live
-        return {
-            instance.name: self.actuator.current_knobs(instance)
-            for instance in self._config().vllm
-            if instance.config_path is not None
-        } | live
+        """Current knob values per target, as its kind knows them (files, or the last read)."""
+        known: dict[str, Mapping[str, float]] = {}
+        for runner in self._runners:
+            for name, values in runner.knobs().items():
+                known.setdefault(name, values)
+        return known
 
-    def enqueue(self, instance: VllmInstance, request: ChangeRequest) -> None:
-        """Queue an automatic change for the runner (its outcome is reported, not awaited)."""
-        self._queue.put_nowait((instance, request, None))
+    def enqueue(self, owner: Owner, request: ChangeRequest) -> None:
+        """Queue an automatic change for its kind's runner (its outcome is reported)."""
+        self._runner_of(owner).enqueue(owner.target, request)
 
-    async def apply_approved(
-        self, instance: VllmInstance, request: ChangeRequest
-    ) -> ActuationResult:
+    async def apply_approved(self, target: Target, request: ChangeRequest) -> ActuationResult:
         """Run an approved change on the same path as automatic ones; wait for its outcome.
 
-        The change goes on the actuation runner's queue, so the actuator's every check
-        (mode, envelope, budget, dwell, freeze, one change in flight) applies to it as well.
+        The change goes on its kind's runner's queue, so the actuator's every check (mode,
+        envelope, budget, dwell, freeze, one change in flight) applies to it as well.
         """
-        if self.actuator is None:
+        owner = self.owners().get(target.name)
+        if owner is None:
             return ActuationResult(
                 request.target, request.policy, REFUSED, "no actuator: observed only"
             )
         outcome: asyncio.Future[ActuationResult] = asyncio.get_running_loop().create_future()
-        self._queue.put_nowait((instance, request, outcome))
+        self._runner_of(owner).enqueue(owner.target, request, outcome)
         return await outcome
 
     async def dry_runs(self, decisions: Sequence[Decision]) -> list[dict[str, Any]]:
         """Plan each decision without side effects (``apply --dry-run``): what would be done."""
-        instances = {instance.name: instance for instance in self._config().vllm}
         answers: list[dict[str, Any]] = []
         for decision in decisions:
             if decision.kind is not DecisionKind.INTENT:
@@ -168,10 +142,7 @@ class ActuationPlane:
                     }
                 )
                 continue
-            live = None if self.live is None else self.live.by_name()
-            routing = route(
-                [decision], instances, {}, actuated=self.actuator is not None, live=live
-            )
+            routing = route([decision], self.owners(), {})
             if routing.blocked:
                 blocked = routing.blocked[0]
                 reason = blocked.details["reason"]
@@ -185,13 +156,10 @@ class ActuationPlane:
                     }
                 )
                 continue
-            if self.live is not None and decision.target in self.live.by_name():
-                target = self.live.by_name()[decision.target]
-                result = await self.live.actuator.apply(target, request_of(decision), dry_run=True)
-            else:
-                assert self.actuator is not None
-                instance = instances[decision.target]
-                result = await self.actuator.apply(instance, request_of(decision), dry_run=True)
+            # Not blocked: the target has an owner, and the intent goes to it (or to approval).
+            owner = self.owners()[decision.target]
+            actuator = self._runner_of(owner).actuator
+            result = await actuator.apply(owner.target, request_of(decision), dry_run=True)
             answers.append(
                 {
                     "target": result.target,
@@ -225,54 +193,8 @@ class ActuationPlane:
             ],
         }
 
-    async def _run(self, readiness: Readiness) -> None:
-        assert self.actuator is not None
-        readiness.started()
-        async with asyncio.TaskGroup() as group:
-            for instance in self._config().vllm:
-                if instance.config_path is not None:
-                    group.create_task(self._reconcile(instance), name=f"reconcile {instance.name}")
-        async with asyncio.TaskGroup() as group:
-            while True:
-                instance, request, outcome = await self._queue.get()
-                group.create_task(
-                    self._apply(instance, request, outcome), name=f"change {instance.name}"
-                )
-
-    async def _reconcile(self, instance: VllmInstance) -> None:
-        assert self.actuator is not None
-        try:
-            result = await self.actuator.reconcile(instance)
-        except Exception:
-            log.exception("reconciling failed", extra={"target": instance.name})
-            return
-        if result is not None:
-            self._report(result)
-
-    async def _apply(
-        self,
-        instance: VllmInstance,
-        request: ChangeRequest,
-        outcome: asyncio.Future[ActuationResult] | None,
-    ) -> None:
-        assert self.actuator is not None
-        try:
-            result = await self.actuator.apply(instance, request)
-        except Exception as exc:
-            # A bug in one change must not stop the others, nor the daemon. Its journal entry
-            # is still open: reconcile it now, as the next start would, so that the server is
-            # not left on files it does not run.
-            log.exception("a change crashed; reconciling it", extra={"target": instance.name})
-            await self._reconcile(instance)
-            result = ActuationResult(
-                request.target, request.policy, FAILED, f"the change crashed: {exc}"
-            )
-            if outcome is not None and not outcome.done():
-                outcome.set_result(result)
-            return
-        self._report(result)
-        if outcome is not None and not outcome.done():
-            outcome.set_result(result)
+    def _runner_of(self, owner: Owner) -> KindRunner[Any]:
+        return next(runner for runner in self._runners if runner.kind is owner.kind)
 
     def _report(self, result: ActuationResult) -> None:
         self._changes.labels(target=result.target, state=result.state).inc()

@@ -1,8 +1,8 @@
 """The router: the evaluator's accepted intents to the runner, to approval, or blocked.
 
 :func:`daemon.engine.actuation.routing.route` decides (pure); this stage carries it out: automatic
-changes to the actuation runner's queue, live log levels to their plane, approval-risk intents
-to the approvals plane's ``propose``. It is built after both, so each gets its collaborators
+changes to the runner of the actuator kind that owns their target, approval-risk intents to
+the approvals plane's ``propose``. It is built after both, so each gets its collaborators
 at construction and neither knows the other.
 """
 
@@ -44,21 +44,11 @@ class Router:
         if not accepted:
             return []
         actuation = self._actuation
-        instances = {instance.name: instance for instance in self._config().vllm}
-        routing = route(
-            accepted,
-            instances,
-            actuation.journal.quarantined(),
-            actuated=actuation.actuator is not None,
-            live=None if actuation.live is None else actuation.live.by_name(),
-        )
-        if actuation.live is not None:
-            for target, live_request in routing.live:
-                actuation.live.submit(target, live_request)
+        routing = route(accepted, actuation.owners(), actuation.journal.quarantined())
         decisions = {(d.policy, d.target): d for d in accepted}
         for request in routing.proposals:
             self._proposals.labels(target=request.target).inc()
             self._propose(decisions[(request.policy, request.target)])
-        for instance, request in routing.auto:
-            actuation.enqueue(instance, request)
+        for owner, request in routing.auto:
+            actuation.enqueue(owner, request)
         return routing.blocked

@@ -1,18 +1,22 @@
 """Routing: where each accepted intent goes. Pure.
 
+Each target is owned by the first actuator kind of the table whose section holds it
+(:class:`Owner`); what the kind declares decides the rest:
+
 * A policy quarantined on that server (its last change had to be reverted) is blocked
   (``quarantined``) until people lift the quarantine.
-* A server the governor cannot change (no ``config_path``, or no actuator) blocks the intent
-  (``not_actuated``). An operation (``restart``: no config change) goes the same way as a
-  change, through the actuator's preflight (its restart envelope, freezes, one in flight).
-* A live log-level target (``[[http_log_level]]``) takes ``log_level`` alone, with risk
-  ``auto``; any other knob, an operation or risk ``approval`` is blocked (``not_actuated``),
-  whatever the policy says.
-* Risk ``approval``: a proposal for the approvals plane
-  (:mod:`daemon.engine.approvals.approvals_plane`),
-  kept until a person decides; once approved it comes back on the same path as ``auto``.
-* Risk ``auto``: to the actuation runner. The instance's ``mode`` (active or dry-run) and
-  every envelope are checked again there, on the path that changes the server.
+* A target no kind owns (a ``[[vllm]]`` server without ``config_path``, or a kind missing
+  from the table) blocks the intent (``not_actuated``): it is observed only.
+* A kind that takes only some knobs (a live log-level target takes ``log_level``) blocks any
+  other knob, and any operation it does not run (``not_actuated``), whatever the policy says.
+  An operation (``restart``: no config change) goes to a kind that runs it, through its
+  actuator's preflight (its restart envelope, freezes, one in flight).
+* Risk ``approval`` on a live kind is blocked (``not_actuated``): a live change is undone as
+  easily as it is made, approvals are for restarts. On a restart-required kind: a proposal
+  for the approvals plane (:mod:`daemon.engine.approvals.approvals_plane`), kept until a
+  person decides; once approved it comes back on the same path as ``auto``.
+* Risk ``auto``: to the kind's runner. The target's ``mode`` (active or dry-run) and every
+  envelope are checked again there, on the path that changes it.
 
 Shadow policies never get here: evaluation records what they would have done instead.
 """
@@ -21,81 +25,80 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from daemon.core.actuation import ChangeRequest
-from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
-from daemon.core.settings import VllmInstance
+from daemon.core.actuator_kinds import ActuatorKind, Target
 from daemon.policy.decisions import Decision, DecisionKind
 
-# What an intent may ask of the vLLM actuator besides knob values (None: knob values only).
-OPERATIONS = (None, "restart")
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """The kind of actuator that changes a target, and the target as its settings say."""
+
+    kind: ActuatorKind[Any]
+    target: Target
 
 
 @dataclass(frozen=True, slots=True)
 class Routing:
     """Where the intents of one tick go."""
 
-    auto: list[tuple[VllmInstance, ChangeRequest]] = field(default_factory=list)
+    auto: list[tuple[Owner, ChangeRequest]] = field(default_factory=list)
     proposals: list[ChangeRequest] = field(default_factory=list)
     blocked: list[Decision] = field(default_factory=list)
-    live: list[tuple[HttpLogLevelTarget, ChangeRequest]] = field(default_factory=list)
 
 
 def route(
     accepted: Sequence[Decision],
-    instances: Mapping[str, VllmInstance],
+    owners: Mapping[str, Owner],
     quarantined: Mapping[tuple[str, str], str],
-    *,
-    actuated: bool,
-    live: Mapping[str, HttpLogLevelTarget] | None = None,
 ) -> Routing:
     """Sort accepted intents into changes, proposals and blocks.
 
-    ``live`` are the log-level targets (``[[http_log_level]]``) with an actuator for them.
+    ``owners`` are the targets an actuator of the table changes, by name.
     """
     routing = Routing()
-    live = live or {}
     for decision in accepted:
-        intent = decision.intent
-        assert intent is not None
-        instance = instances.get(decision.target)
+        assert decision.intent is not None
+        owner = owners.get(decision.target)
         why = quarantined.get((decision.policy, decision.target))
         if why is not None:
             routing.blocked.append(_blocked(decision, "quarantined", f"quarantined: {why}"))
-        elif decision.target in live:
-            _route_live(decision, live[decision.target], routing)
-        elif intent.operation not in OPERATIONS:
-            reason = f"operation {intent.operation!r} is not run by the vLLM actuator"
-            routing.blocked.append(_blocked(decision, "not_actuated", reason))
-        elif instance is None or instance.config_path is None or not actuated:
+        elif owner is None:
             reason = f"{decision.target} has no config_path in config.toml: observed only"
             routing.blocked.append(_blocked(decision, "not_actuated", reason))
-        elif intent.risk == "approval":
+        elif refusal := _not_taken(decision, owner.kind):
+            routing.blocked.append(_blocked(decision, "not_actuated", refusal))
+        elif decision.intent.risk == "approval":
             routing.proposals.append(request_of(decision))
         else:
-            routing.auto.append((instance, request_of(decision)))
+            routing.auto.append((owner, request_of(decision)))
     return routing
 
 
-def _route_live(decision: Decision, target: HttpLogLevelTarget, routing: Routing) -> None:
-    """A live target takes ``log_level`` alone: a vLLM knob or an operation never goes there."""
+def _not_taken(decision: Decision, kind: ActuatorKind[Any]) -> str:
+    """Why ``kind`` does not take this intent as it stands; "" when it does."""
     intent = decision.intent
     assert intent is not None
-    others = sorted(set(intent.changes) - {LOG_LEVEL_KNOB})
-    if others or intent.operation is not None:
-        what = ", ".join(others) or f"operation {intent.operation}"
-        reason = f"{target.name} is a live log-level target: it takes log_level only, not {what}"
-        routing.blocked.append(_blocked(decision, "not_actuated", reason))
-    elif intent.risk == "approval":
-        # A live level is undone as easily as it is done: approvals are for restarts. Saying
+    operation = intent.operation
+    unknown_operation = operation is not None and operation not in kind.operations
+    if kind.knobs is not None:
+        others = sorted(set(intent.changes) - kind.knobs)
+        if others or unknown_operation:
+            what = ", ".join(others) or f"operation {operation}"
+            takes = ", ".join(sorted(kind.knobs))
+            return f"{decision.target} is a {kind.title} target: it takes {takes} only, not {what}"
+    elif unknown_operation:
+        return f"operation {operation!r} is not run by the {kind.title} actuator"
+    if intent.risk == "approval" and kind.capabilities.live:
+        # A live change is undone as easily as it is done: approvals are for restarts. Saying
         # so beats a proposal that no approved-changes runner could carry out.
-        reason = (
-            f"{target.name} is a live log-level target: its changes run with risk auto, "
+        return (
+            f"{decision.target} is a {kind.title} target: its changes run with risk auto, "
             "approvals are not supported there"
         )
-        routing.blocked.append(_blocked(decision, "not_actuated", reason))
-    else:
-        routing.live.append((target, request_of(decision)))
+    return ""
 
 
 def request_of(decision: Decision) -> ChangeRequest:

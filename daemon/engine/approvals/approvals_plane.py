@@ -314,10 +314,10 @@ class ApprovalsPlane:
     def _recheck(self, proposal: Proposal) -> Recheck:
         config = self._config()
         instance = next((i for i in config.vllm if i.name == proposal.instance), None)
-        actuator = self._actuation.actuator
         now_knobs: dict[str, float] = {}
-        if instance is not None and instance.config_path is not None and actuator is not None:
-            now_knobs = dict(actuator.current_knobs(instance))
+        if instance is not None:
+            # As the actuator that owns it reads them now (none: the server is observed only).
+            now_knobs = dict(self._actuation.knobs().get(instance.name, {}))
         newer = next(
             (
                 other.record.proposal.id

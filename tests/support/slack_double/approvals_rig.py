@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
 from pydantic import SecretStr
 
+from actuators.kinds import VLLM
 from actuators.vllm.freezes import freeze_reason
 from daemon.approvals.proposal import Proposal
 from daemon.core.actuation import DONE, REFUSED, ActuationResult, ChangeRequest
@@ -57,6 +58,9 @@ class RecordingActuator:
     def current_knobs(self, instance: VllmInstance) -> dict[str, float]:
         """The in-memory server's knobs."""
         return dict(self.knobs)
+
+    async def refresh(self, instance: VllmInstance) -> None:
+        """The knobs are in memory: nothing to read."""
 
     async def apply(
         self, instance: VllmInstance, request: ChangeRequest, *, dry_run: bool = False
@@ -182,7 +186,7 @@ async def approvals_rig(
         clock,
         registry,
         path,
-        factory=lambda *_: actuator,
+        kinds=(replace(VLLM, factory=lambda _services: actuator),),
         on_applied=lambda _result: None,
         record=lambda _decisions: None,
     )

@@ -1,0 +1,74 @@
+"""The table of actuator kinds: each kind's settings section, factory and capabilities.
+
+The governor drives whatever this table holds (``vllm-governor run`` hands it
+:data:`KINDS`; ``simulate`` the same table with the vLLM entry's restart runner swapped for
+the simulated host's). Adding an actuator is one module (the actuator, speaking
+:class:`daemon.api.Actuator`) and one entry here. Order matters only where two kinds read the
+same section: the first one that lists a target owns it.
+"""
+
+from __future__ import annotations
+
+from actuators.haproxy.actuator import HaproxyActuator
+from actuators.http_log_level.actuator import HttpLogLevelActuator
+from actuators.vllm.actuator import VllmActuator
+from daemon.api import (
+    LOG_LEVEL_KNOB,
+    ActuatorKind,
+    ActuatorServices,
+    Capabilities,
+    GateKind,
+    GovernorConfig,
+    HttpLogLevelTarget,
+    Kind,
+    VllmInstance,
+)
+
+
+def _actuated_servers(config: GovernorConfig) -> tuple[VllmInstance, ...]:
+    """The ``[[vllm]]`` servers whose files the governor may change (a ``config_path``)."""
+    return tuple(instance for instance in config.vllm if instance.config_path is not None)
+
+
+def _vllm(services: ActuatorServices) -> VllmActuator:
+    return VllmActuator(
+        services.journal, services.windows, services.clock, services.freeze_dir, services.gates
+    )
+
+
+def _log_levels(services: ActuatorServices) -> HttpLogLevelActuator:
+    return HttpLogLevelActuator(services.journal, services.clock, services.freeze_dir)
+
+
+VLLM: ActuatorKind[VllmInstance] = ActuatorKind(
+    name="vllm",
+    section="[[vllm]]",
+    title="vLLM",
+    task="actuation",
+    targets=_actuated_servers,
+    factory=_vllm,
+    # Every knob is a startup flag: a change is a restart, verified and reverted on failure.
+    capabilities=Capabilities(live=False, journals=True, revertible=True),
+    operations=frozenset({"restart"}),
+)
+
+HTTP_LOG_LEVEL: ActuatorKind[HttpLogLevelTarget] = ActuatorKind(
+    name="http_log_level",
+    section="[[http_log_level]]",
+    title="live log-level",
+    task="log level",
+    targets=lambda config: config.http_log_level,
+    factory=_log_levels,
+    capabilities=Capabilities(live=True, journals=True, revertible=True),
+    knobs=frozenset({LOG_LEVEL_KNOB}),
+    poll_interval_s=lambda target: target.poll_interval_s,
+)
+
+HAPROXY_GATE = GateKind(
+    name="haproxy_gate",
+    section="[vllm.gate]",
+    factory=HaproxyActuator,
+    capabilities=Capabilities(live=True, journals=True, revertible=True),
+)
+
+KINDS: tuple[Kind, ...] = (VLLM, HTTP_LOG_LEVEL, HAPROXY_GATE)

@@ -1,0 +1,171 @@
+"""One actuator protocol, and the kinds of actuator the engine can drive, declared in one table.
+
+Every actuator that carries out policy intents speaks :class:`Actuator`: what it knows of a
+target's knobs now, a fresh look at them, apply (with a dry run), and reconcile what a
+previous governor left open. What differs between kinds is *declared*, not coded in the
+engine: an :class:`ActuatorKind` names its settings section and the targets it changes there,
+its factory (built from the :class:`ActuatorServices` the engine lends), its
+:class:`Capabilities`, the knobs and operations it takes, and how often its knobs are read.
+The engine routes each intent to the kind that owns its target and runs one runner per kind.
+
+A new actuator is therefore one module (the actuator) and one entry in the table the
+application hands the governor (``actuators/kinds.py``). The admission gate is the one kind
+that policies do not drive intent by intent: its controller loop moves a cap every few
+seconds, through the gate's own narrower contract (:mod:`daemon.core.gate_actuation`); its
+entry (:class:`GateKind`) sits in the same table with the same capabilities.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+from daemon.core.actuation import ActuationJournal, ActuationResult, ChangeRequest, SignalWindows
+from daemon.core.clock import Clock
+from daemon.core.gate_actuation import GateActuatorFactory
+from daemon.core.gate_drain import GateLookup
+from daemon.core.settings import GovernorConfig
+
+
+class Target(Protocol):
+    """Something a policy names: a vLLM instance, a service with a log level..."""
+
+    @property
+    def name(self) -> str:
+        """The target's name, unique across every section of ``config.toml``."""
+        ...
+
+
+TargetT = TypeVar("TargetT", bound=Target)
+TargetT_contra = TypeVar("TargetT_contra", bound=Target, contravariant=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """What changes of a kind are like, which the engine and people rely on.
+
+    Attributes:
+        live: A change takes effect without restarting anything. A kind that is not live is
+            restart-required: its changes cost capacity, so they may need a person's approval;
+            a live change is undone as easily as it is made, so it runs with risk ``auto``.
+        journals: Every change is kept in a journal (write-ahead where it can be left open),
+            so a governor that dies mid-change finishes it on its next start.
+        revertible: A change that fails its check is set back to what was in force, and its
+            policy quarantined on that target.
+    """
+
+    live: bool
+    journals: bool
+    revertible: bool
+
+    @property
+    def restart_required(self) -> bool:
+        """Whether a change restarts the target (the opposite of :attr:`live`)."""
+        return not self.live
+
+
+class Actuator(Protocol[TargetT_contra]):
+    """What the engine needs of every actuator that carries out policy intents."""
+
+    def current_knobs(self, target: TargetT_contra) -> Mapping[str, float]:
+        """The knob values in force as known now, without waiting (empty: unknown)."""
+        ...
+
+    async def refresh(self, target: TargetT_contra) -> None:
+        """Look at the target again, so that :meth:`current_knobs` says what is in force.
+
+        The engine calls it every poll interval of a kind that declares one; a kind whose
+        knobs are read from local files at each :meth:`current_knobs` has nothing to do here.
+        """
+        ...
+
+    async def apply(
+        self, target: TargetT_contra, request: ChangeRequest, *, dry_run: bool = False
+    ) -> ActuationResult:
+        """Check, change, verify, and set back on failure; journal every step."""
+        ...
+
+    async def reconcile(self, target: TargetT_contra) -> ActuationResult | None:
+        """Finish a change a previous governor left open; None when there is none."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ActuatorServices:
+    """What the engine lends every actuator it builds.
+
+    Attributes:
+        journal: The write-ahead journal and audit of changes.
+        windows: The signal store over a window, for verification.
+        clock: The injected clock.
+        freeze_dir: Where freeze files are looked for (the governor's state directory).
+        gates: The admission gate in front of a vLLM instance, if any (drained on a restart).
+    """
+
+    journal: ActuationJournal
+    windows: SignalWindows
+    clock: Clock
+    freeze_dir: Path
+    gates: GateLookup
+
+
+@dataclass(frozen=True, slots=True)
+class ActuatorKind(Generic[TargetT]):
+    """One kind of actuator, as the engine looks it up.
+
+    Attributes:
+        name: The kind's name (``vllm``, ``http_log_level``).
+        section: Its settings section in ``config.toml`` (``[[vllm]]``), for people.
+        title: How messages name its targets and actuator (``vLLM``, ``live log-level``).
+        task: How its eternal tasks are named: ``{task} runner`` and ``{task} reader``.
+        targets: The targets it changes in the configuration in force, in file order.
+        factory: Builds the actuator from what the engine lends.
+        capabilities: What its changes are like.
+        knobs: The only knobs it takes; None when its own preflight decides which.
+        operations: The named operations it runs besides knob values (``restart``).
+        poll_interval_s: A target -> how often the engine refreshes its knobs; None when
+            :meth:`Actuator.current_knobs` reads them itself.
+    """
+
+    name: str
+    section: str
+    title: str
+    task: str
+    targets: Callable[[GovernorConfig], Sequence[TargetT]]
+    factory: Callable[[ActuatorServices], Actuator[TargetT]]
+    capabilities: Capabilities
+    knobs: frozenset[str] | None = None
+    operations: frozenset[str] = frozenset()
+    poll_interval_s: Callable[[TargetT], float] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GateKind:
+    """The admission gate's entry: driven by the admission loop, not by intents.
+
+    Attributes:
+        name: The kind's name (``haproxy_gate``).
+        section: Its settings section (``[vllm.gate]``).
+        factory: Builds the gate's actuator from its journal, the clock and the freeze files.
+        capabilities: What its changes are like (live, journaled, set back on failure).
+    """
+
+    name: str
+    section: str
+    factory: GateActuatorFactory
+    capabilities: Capabilities
+
+
+Kind = ActuatorKind[Any] | GateKind
+
+
+def actuator_kinds(kinds: Sequence[Kind]) -> list[ActuatorKind[Any]]:
+    """The kinds that carry out intents, in table order (the first owns a shared name)."""
+    return [kind for kind in kinds if isinstance(kind, ActuatorKind)]
+
+
+def gate_kind(kinds: Sequence[Kind]) -> GateKind | None:
+    """The admission gate's kind, when the table has one."""
+    return next((kind for kind in kinds if isinstance(kind, GateKind)), None)
