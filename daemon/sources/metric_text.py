@@ -28,6 +28,7 @@ _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"'
 # for int() and float() to agree.
 _NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?Inf|NaN"
 _SAMPLE_LINE = re.compile(rf"({_NAME})(?:\{{({_LABEL}(?:,{_LABEL})*)\}})? ({_NUMBER})")
+_PLAIN_NUMBER = re.compile(_NUMBER)
 _LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"')
 _PLAIN_NAME = re.compile(_NAME)
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e\t]")
@@ -62,6 +63,32 @@ def page_samples(text: str) -> Iterator[ParsedSample]:
                 yield sample.name, sample.labels, float(sample.value)
         return
     yield from samples
+
+
+def plain_samples(text: str) -> list[ParsedSample] | None:
+    """The samples of ``text`` when every line is of the plain shape, one per sample line.
+
+    None when a line is not: prometheus_client would read the text then, and its samples need
+    not follow the lines one for one.
+    """
+    try:
+        return _plain_samples(text)
+    except _NotPlain:
+        return None
+
+
+def plain_value(number: str) -> float | None:
+    """A sample line's number as the plain shape reads it; None when it is not plain."""
+    if len(number) > _LONGEST_NUMBER or not _PLAIN_NUMBER.fullmatch(number):
+        return None
+    return _number_value(number)
+
+
+def _number_value(number: str) -> float:
+    try:
+        return float(int(number))  # prometheus_client tries int() first: -0 reads as 0
+    except ValueError:
+        return float(number)
 
 
 def _plain_samples(text: str) -> list[ParsedSample]:
@@ -132,11 +159,7 @@ def _sample(line: str) -> ParsedSample:
             labels[label] = value
     if len(number) > _LONGEST_NUMBER:
         raise _NotPlain
-    try:
-        value = float(int(number))  # prometheus_client tries int() first: -0 reads as 0
-    except ValueError:
-        value = float(number)
-    return name, labels, value
+    return name, labels, _number_value(number)
 
 
 def _build(name: str, typ: str, family: list[ParsedSample], found: list[ParsedSample]) -> None:

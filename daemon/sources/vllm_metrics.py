@@ -41,7 +41,8 @@ from functools import lru_cache
 
 from daemon.core.errors import MetricsParseError
 from daemon.sources.metric_pages import PageLimits, check_labels, check_sample_count, page_slices
-from daemon.sources.metric_text import ParsedSample, page_samples
+from daemon.sources.metric_text import ParsedSample, page_samples, plain_samples, plain_value
+from daemon.sources.page_shapes import PageMemo, PageShape, page_shape
 from daemon.sources.samples import Labels, Sample, SeriesKey
 from daemon.sources.vllm_vocabulary import (
     BY_NAME,
@@ -197,6 +198,18 @@ def _series_keys(series: str, label_items: Labels, instance: str, info: bool) ->
     return SeriesKey(series, labels), SeriesKey(series, without_engine)
 
 
+@dataclass(frozen=True, slots=True)
+class _Placement:
+    """Where a sample's value goes: one series of a signal's family, and that series' aggregate."""
+
+    signal: str
+    rank: int
+    key: SeriesKey
+    aggregate: SeriesKey | None
+    family: str
+    fixed: float | None  # an info family's value, read from a label: the number is not it
+
+
 @dataclass
 class _Gathered:
     """Mutable scratch state of one parse; never leaves this module."""
@@ -216,17 +229,31 @@ class _Gathered:
     incomplete: set[SeriesKey] = field(default_factory=set)
     saw_vllm: bool = False
     underscore: bool = False
-    dropped: int = 0
+    dropped: int = 0  # values that are NaN or infinite
+    unplaceable: int = 0  # samples whose labels make no series (a bucket bound not a number)
 
-    def add(self, name: str, labels: dict[str, str], value: float) -> None:
-        """Route one parsed sample."""
+    def add(self, name: str, labels: dict[str, str], value: float) -> tuple[_Placement, ...]:
+        """Route one parsed sample; returns where its value went (for a page memo)."""
+        placements = self.placements(name, labels)
+        for placement in placements:
+            if not self.place(placement, value):
+                shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+                message = (
+                    f"duplicate series on the page of {self.instance}: {name}{{{shown}}} appears"
+                    " more than once; the page is refused (which value is true cannot be known)"
+                )
+                raise MetricsParseError(message, detail="duplicate-series")
+        return placements
+
+    def placements(self, name: str, labels: dict[str, str]) -> tuple[_Placement, ...]:
+        """Where a sample of this name and these labels goes, whatever its value."""
         if not name.startswith(PREFIXES):
-            return
+            return ()
         self.saw_vllm = True
         routes = _ROUTES.get(name)
         if routes is None:
             self._note_unknown(name)
-            return
+            return ()
         if name.startswith("vllm_"):
             self.underscore = True
         if routes[0].signal.kind is Kind.INFO:
@@ -238,37 +265,38 @@ class _Gathered:
         engine = labels.get("engine")
         if engine is not None:
             self.engines.add(engine)
-        for route in routes:
-            self._add_routed(route, name, labels, value)
+        found = (self._placement(route, labels) for route in routes)
+        return tuple(placement for placement in found if placement is not None)
 
-    def _add_routed(self, route: _Route, name: str, labels: dict[str, str], value: float) -> None:
+    def _placement(self, route: _Route, labels: dict[str, str]) -> _Placement | None:
         signal = route.signal
         info = signal.kind is Kind.INFO
+        fixed = None
         if info:
-            found = _info_value(labels, signal.info_label)
-            if found is None:
-                return
-            value = found
+            fixed = _info_value(labels, signal.info_label)
+            if fixed is None:
+                return None
         keys = _series_keys(route.series, tuple(labels.items()), self.instance, info)
         if keys is None:
-            self.dropped += 1
-            return
-        key, aggregate = keys
+            self.unplaceable += 1
+            return None
+        return _Placement(signal.name, route.rank, keys[0], keys[1], route.family, fixed)
+
+    def place(self, placement: _Placement, value: float) -> bool:
+        """Put ``value`` (an info family's: its label's) in its series; False if already set."""
+        if placement.fixed is not None:
+            value = placement.fixed
         if not math.isfinite(value):
             self.dropped += 1
-            if aggregate is not None:
-                self.incomplete.add(aggregate)
-            return
-        series = self.values.setdefault(signal.name, {}).setdefault(route.rank, {})
-        if key in series:
-            shown = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-            message = (
-                f"duplicate series on the page of {self.instance}: {name}{{{shown}}} appears"
-                " more than once; the page is refused (which value is true cannot be known)"
-            )
-            raise MetricsParseError(message, detail="duplicate-series")
-        series[key] = (value, aggregate)
-        self.families[signal.name, route.rank] = route.family
+            if placement.aggregate is not None:
+                self.incomplete.add(placement.aggregate)
+            return True
+        series = self.values.setdefault(placement.signal, {}).setdefault(placement.rank, {})
+        if placement.key in series:
+            return False
+        series[placement.key] = (value, placement.aggregate)
+        self.families[placement.signal, placement.rank] = placement.family
+        return True
 
     def _note_unknown(self, name: str) -> None:
         if name.endswith("_created"):
@@ -319,6 +347,7 @@ def parse_vllm_metrics(
     at: float,
     source: str,
     limits: PageLimits | None = None,
+    memo: PageMemo[VllmPagePlan] | None = None,
 ) -> VllmScrape:
     """Parse a vLLM ``/metrics`` page into canonical samples, in one go.
 
@@ -340,6 +369,9 @@ def parse_vllm_metrics(
         at: Loop-clock time of the scrape, stamped on every sample.
         source: Name of the source (``vllm/main``), stamped on every sample.
         limits: What the page may hold (default: :class:`PageLimits`' defaults).
+        memo: What the target's pages of the last shape yielded: a page of that shape
+            (:mod:`daemon.sources.page_shapes`) is read by its numbers alone, with the same
+            result; the memo learns a shape that two pages in a row had.
 
     Returns:
         The canonical samples and diagnostics about the page.
@@ -348,7 +380,7 @@ def parse_vllm_metrics(
         MetricsParseError: The text is not a Prometheus text page, holds no ``vllm:``
             metrics at all, shows one series twice, or is beyond ``limits``.
     """
-    steps = _parse_in_steps(text, instance, at, source, limits or PageLimits())
+    steps = _parse_in_steps(text, instance, at, source, limits or PageLimits(), memo=memo)
     while True:
         try:
             next(steps)
@@ -358,7 +390,13 @@ def parse_vllm_metrics(
 
 
 async def parse_vllm_metrics_gently(
-    text: str, *, instance: str, at: float, source: str, limits: PageLimits
+    text: str,
+    *,
+    instance: str,
+    at: float,
+    source: str,
+    limits: PageLimits,
+    memo: PageMemo[VllmPagePlan] | None = None,
 ) -> VllmScrape:
     """:func:`parse_vllm_metrics`, a slice of the page at a time, yielding the loop in between.
 
@@ -366,7 +404,7 @@ async def parse_vllm_metrics_gently(
     scrapes, the control socket, the watchdog) never wait long. Cancelling it (the poll's
     deadline) stops the parse at the next slice.
     """
-    steps = _parse_in_steps(text, instance, at, source, limits)
+    steps = _parse_in_steps(text, instance, at, source, limits, memo=memo)
     while True:
         try:
             next(steps)
@@ -376,15 +414,42 @@ async def parse_vllm_metrics_gently(
         await asyncio.sleep(0)
 
 
+@dataclass(frozen=True, slots=True)
+class VllmPagePlan:
+    """What a page of one shape yields whatever its numbers: where each sample line's goes."""
+
+    instance: str
+    placements: tuple[tuple[_Placement, ...], ...]  # one entry per sample line, in page order
+    engines: frozenset[str]
+    unknown: frozenset[str]
+    underscore: bool
+    unplaceable: int
+
+
 def _parse_in_steps(
-    text: str, instance: str, at: float, source: str, limits: PageLimits
+    text: str,
+    instance: str,
+    at: float,
+    source: str,
+    limits: PageLimits,
+    *,
+    memo: PageMemo[VllmPagePlan] | None = None,
 ) -> Generator[None, None, VllmScrape]:
     """The parse as a generator that pauses after each slice of the page."""
     check_sample_count(text, limits, instance)
+    shape = page_shape(text.split("\n")) if memo is not None else None
+    if memo is not None and shape is not None:
+        plan = memo.recall(shape)
+        replayed = _replayed(plan, shape, instance, limits) if plan is not None else None
+        if replayed is not None:
+            return _canonical(replayed, at, source)
     gathered = _Gathered(instance, limits)
+    fed: list[tuple[str, dict[str, str], tuple[_Placement, ...]]] = []
     for piece in page_slices(text):
         for name, labels, value in _samples(piece):
-            gathered.add(name, labels, value)
+            placements = gathered.add(name, labels, value)
+            if memo is not None:
+                fed.append((name, labels, placements))
         yield
     if not gathered.saw_vllm:
         message = (
@@ -392,7 +457,80 @@ def _parse_in_steps(
             " or is this not a vLLM server?"
         )
         raise MetricsParseError(message, detail="no-vllm-metrics")
+    if memo is not None:
+        _learn(memo, shape, text, fed, gathered)
     return _canonical(gathered, at, source)
+
+
+def _replayed(
+    plan: VllmPagePlan, shape: PageShape, instance: str, limits: PageLimits
+) -> _Gathered | None:
+    """The page gathered from its numbers by ``plan``; None when a number is not plain.
+
+    A number that is not plain (``1_000``, a long one) would send the page to
+    prometheus_client, whose reading may differ, so the page is parsed in full instead.
+    """
+    if plan.instance != instance or len(plan.placements) != len(shape.numbers):
+        return None
+    gathered = _Gathered(
+        instance,
+        limits,
+        engines=set(plan.engines),
+        unknown=set(plan.unknown),
+        saw_vllm=True,
+        underscore=plan.underscore,
+        unplaceable=plan.unplaceable,
+    )
+    for number, placements in zip(shape.numbers, plan.placements, strict=True):
+        value = plain_value(number)
+        if value is None:
+            return None
+        for placement in placements:
+            if not gathered.place(placement, value):
+                return None  # cannot happen (the shape was read without duplicates)
+    return gathered
+
+
+def _learn(
+    memo: PageMemo[VllmPagePlan],
+    shape: PageShape | None,
+    text: str,
+    fed: list[tuple[str, dict[str, str], tuple[_Placement, ...]]],
+    gathered: _Gathered,
+) -> None:
+    """Keep the plan of a page read in full, when its samples follow its lines one for one.
+
+    Only a shape that two pages in a row had is planned: a page whose shape changes at every
+    scrape then costs the shape, not a second reading of its text as well. The plan is kept
+    only if the whole text reads as plain lines giving the very samples the parse was fed, in
+    order: then a page of the same shape and plain numbers gives those samples with its own
+    numbers, and nothing else.
+    """
+    if shape is None or len(shape.numbers) != len(fed):
+        memo.forget()
+        return
+    if not memo.missed(shape):
+        return  # the shape is new: planned if the next page has it too
+    plain = plain_samples(text)
+    if (
+        plain is None
+        or len(plain) != len(fed)
+        or any(
+            (name, labels) != (fed_name, fed_labels)
+            for (name, labels, _), (fed_name, fed_labels, _) in zip(plain, fed, strict=True)
+        )
+    ):
+        memo.forget()
+        return
+    plan = VllmPagePlan(
+        instance=gathered.instance,
+        placements=tuple(placements for _, _, placements in fed),
+        engines=frozenset(gathered.engines),
+        unknown=frozenset(gathered.unknown),
+        underscore=gathered.underscore,
+        unplaceable=gathered.unplaceable,
+    )
+    memo.keep(shape, plan)
 
 
 def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
@@ -425,7 +563,7 @@ def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
         deprecated_families=frozenset(deprecated),
         superseded_families=frozenset(superseded),
         inconsistent_signals=frozenset(inconsistent),
-        dropped_samples=gathered.dropped,
+        dropped_samples=gathered.dropped + gathered.unplaceable,
         underscore_prefix=gathered.underscore,
     )
 

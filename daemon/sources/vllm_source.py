@@ -20,9 +20,10 @@ from daemon.core.http_client import HttpResponse
 from daemon.sources.catalogue import catalogue_declarations
 from daemon.sources.http_get import http_get
 from daemon.sources.metric_pages import PageLimits
+from daemon.sources.page_shapes import PageMemo
 from daemon.sources.polling import PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
-from daemon.sources.vllm_metrics import parse_vllm_metrics_gently
+from daemon.sources.vllm_metrics import VllmPagePlan, parse_vllm_metrics_gently
 
 # What policies read of each vLLM server, per target (see daemon.sources.catalogue).
 DECLARATIONS = catalogue_declarations("vllm")
@@ -47,6 +48,8 @@ class VllmSource:
         self.timeout_s = timeout_s
         self._base_url = base_url.rstrip("/")
         self._limits = limits or PageLimits()
+        # The server's page keeps its shape from one scrape to the next: read by its numbers.
+        self._memo = PageMemo[VllmPagePlan]()
         self.version: str | None = None
 
     async def __aenter__(self) -> Self:
@@ -77,6 +80,7 @@ class VllmSource:
             at=now,
             source=self.name,
             limits=self._limits,
+            memo=self._memo,
         )
         labels = labels_of({"instance": self.instance})
         extra = []
