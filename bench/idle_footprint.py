@@ -93,6 +93,11 @@ def example_config(scratch: Path, servers: list[SimProcess]) -> Path:
         f"listen_port = {document['metrics']['listen_port']}", f"listen_port = {free_port()}"
     )
     if servers:
+        # The example's fleet groups name its own server, which the live servers replace.
+        groups = document.get("fleet", {}).get("groups", {})
+        if groups:
+            shown = ", ".join(f'{name} = "{group}"' for name, group in groups.items())
+            text = text.replace(f"groups = {{ {shown} }}", "groups = {}")
         text = text[: text.index("\n[[vllm]]\n")] + "".join(
             f'\n[[vllm]]\nname = "sim-{index}"\nurl = "http://127.0.0.1:{server.port}"\n'
             f'scrape_interval_s = 2.0\nconfig_path = "{server.log_path.parent / "vllm.yaml"}"\n'
