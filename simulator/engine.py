@@ -216,13 +216,23 @@ class Engine:
     # -- driving -----------------------------------------------------------------------
 
     def submit(
-        self, prompt_tokens: int, max_tokens: int, now: float, request_id: str | None = None
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        now: float,
+        request_id: str | None = None,
+        *,
+        priority: int = 0,
     ) -> Request | None:
-        """A request arrives at ``now``; return it, or None when it is rejected at once."""
+        """A request arrives at ``now``; return it, or None when it is rejected at once.
+
+        ``priority`` is the request's field of vLLM's API; only a scheduler running
+        ``--scheduling-policy priority`` looks at it (vLLM 0.33 takes it under FCFS too).
+        """
         if request_id is None:
             request_id = f"cmpl-{self._next_id}"
         self._next_id += 1
-        request = Request(request_id, now, prompt_tokens, max_tokens)
+        request = Request(request_id, now, prompt_tokens, max_tokens, priority=priority)
         if self._scheduler is None or self.phase is not Phase.SERVING:
             self._record(finished_record(request, now, Outcome.REJECTED, RejectReason.UNAVAILABLE))
             return None

@@ -170,6 +170,7 @@ def timeout_record(request_id: str, waiting: Waiting[Arrival]) -> FinishedReques
         outcome=Outcome.REJECTED,
         reject_reason=RejectReason.QUEUE_TIMEOUT,
         e2e_s=waiting.deadline - waiting.arrived_at,
+        priority=arrival.priority,
     )
 
 

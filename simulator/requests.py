@@ -44,6 +44,9 @@ class Request:
     computed before it samples the next one. While a request decodes, ``generated`` is the
     count at ``decode_anchor_step`` and advances by one every step after it (the scheduler
     derives the current count rather than touching every request every step).
+
+    ``priority`` is the request's own field of vLLM's API (lower is served first, default 0);
+    only a scheduler running ``--scheduling-policy priority`` looks at it.
     """
 
     request_id: str
@@ -61,6 +64,7 @@ class Request:
     first_scheduled_at: float | None = None
     first_token_at: float | None = None
     last_token_at: float | None = None
+    priority: int = 0
 
     @property
     def num_tokens(self) -> int:
@@ -87,6 +91,7 @@ class FinishedRequest:
         prefill_time_s: First scheduled to first token.
         decode_time_s: First token to the end.
         e2e_s: Arrival to the end.
+        priority: The request's priority (0 unless its client gave one).
     """
 
     request_id: str
@@ -103,6 +108,7 @@ class FinishedRequest:
     prefill_time_s: float | None = None
     decode_time_s: float | None = None
     e2e_s: float | None = None
+    priority: int = 0
 
     @property
     def finished_reason(self) -> str | None:
@@ -138,4 +144,5 @@ def finished_record(
         prefill_time_s=prefill,
         decode_time_s=None if first_token is None else now - first_token,
         e2e_s=now - request.arrived_at,
+        priority=request.priority,
     )

@@ -17,6 +17,20 @@ Each step follows ``vllm/v1/core/sched/scheduler.py`` (0.33):
    have passed since the last step that carried one, as long as something decodes and the
    last release drained the queue (vLLM's capacity escape).
 
+With ``--scheduling-policy priority`` three things change, as in vLLM:
+
+- the waiting queue is ordered by (priority, arrival, request id), lower first, and a
+  preempted request goes back to its place in that order, not to the front
+  (:mod:`simulator.request_queues`);
+- a request short of KV blocks preempts the running request with the largest (priority,
+  arrival), the least urgent and then the newest, instead of the newest; a victim already
+  given a prefill chunk in this step gives its chunk back;
+- a partial prefill that had to preempt itself lets the running requests after it still try
+  (they may be more urgent and fit in what it freed), where FCFS stops there.
+
+Neither policy preempts a running request to admit a waiting one: priority decides who is
+admitted first and who is evicted first, never an eviction for an admission.
+
 Deliberate simplifications: decodes are budgeted before partial prefills (vLLM walks the
 running list in order, and a partial prefill is almost always the newest entry, so the two
 agree except when a capped long prompt sits ahead of newer decodes); no prefix caching; no
@@ -30,12 +44,12 @@ events in two heaps. The summed context is kept as an affine function of the ste
 from __future__ import annotations
 
 import heapq
-from collections import deque
 
 from simulator.kv_cache import BlockPool
 from simulator.profiles import EngineProfile
+from simulator.request_queues import waiting_queue
 from simulator.requests import FinishedRequest, Outcome, RejectReason, Request, finished_record
-from simulator.settings import EngineSettings
+from simulator.settings import EngineSettings, SchedulingPolicy
 from simulator.steps import EngineCounters, StepPlan, StepResult
 
 # (due step, running order, epoch, request): the running order breaks ties, so requests are
@@ -59,7 +73,8 @@ class Scheduler:
         self.settings = settings
         self.kv = BlockPool(settings.num_gpu_blocks, settings.block_size, settings.watermark)
         self.counters = EngineCounters()
-        self._waiting: deque[Request] = deque()
+        self._waiting = waiting_queue(settings.scheduling_policy)
+        self._by_priority = settings.scheduling_policy == SchedulingPolicy.PRIORITY
         # Insertion-ordered: the running list of vLLM, oldest admission first.
         self._running: dict[Request, None] = {}
         self._prefilling: dict[Request, None] = {}
@@ -126,7 +141,7 @@ class Scheduler:
             if reason in (RejectReason.MAX_NUM_QUEUED_REQS, RejectReason.MAX_NUM_QUEUED_TOKENS):
                 self.counters.admission_rejections[reason.value] += 1
             return finished_record(request, now, Outcome.REJECTED, reason)
-        self._waiting.append(request)
+        self._waiting.add(request)
         self._prefill_backlog_tokens += request.prompt_tokens
         return None
 
@@ -303,6 +318,8 @@ class Scheduler:
             chunk = min(chunk, budget)
             needed = self.kv.blocks_for(request.computed + chunk) - request.blocks
             if needed > 0 and not self._take_blocks(request, needed, now):
+                if self._by_priority:
+                    continue  # the least urgent preempted itself; the next may fit
                 break
             self._plan_chunk(request, chunk)
 
@@ -313,7 +330,7 @@ class Scheduler:
             budget = self._budget_left()
             if budget <= 0 or len(self._running) >= settings.admission_cap:
                 break
-            request = self._waiting[0]
+            request = self._waiting.peek()
             chunk = request.num_tokens
             if 0 < threshold < chunk:
                 chunk = threshold
@@ -330,7 +347,7 @@ class Scheduler:
             needed = kv.blocks_for(chunk)
             if needed + watermark > kv.free:
                 break
-            self._waiting.popleft()
+            self._waiting.pop()
             kv.take(needed)
             request.blocks = needed
             request.running_seq = self._running_seq
@@ -346,12 +363,17 @@ class Scheduler:
         self._planned_tokens += chunk
 
     def _take_blocks(self, request: Request, blocks: int, now: float) -> bool:
-        """Allocate for a running request, preempting the newest ones as vLLM does.
+        """Allocate for a running request, preempting as vLLM does until the blocks are free.
 
+        The victim is the newest running request (FCFS), or the one with the largest
+        (priority, arrival) (priority; the first in running order among equals, as ``max``).
         Returns False when ``request`` itself had to be preempted.
         """
         while not self.kv.take(blocks):
-            victim = next(reversed(self._running))
+            if self._by_priority:
+                victim = max(self._running, key=_urgency)
+            else:
+                victim = next(reversed(self._running))
             self._preempt(victim, now)
             if victim is request:
                 return False
@@ -365,6 +387,7 @@ class Scheduler:
             request.last_token_at = now
         else:
             del self._prefilling[request]
+            self._unplan(request)
         del self._running[request]
         self.kv.give_back(request.blocks)
         request.blocks = 0
@@ -373,7 +396,19 @@ class Scheduler:
         request.num_preemptions += 1
         self.counters.preemptions += 1
         self._preempted_in_step = True
-        self._waiting.appendleft(request)
+        self._waiting.prepend(request)
+
+    def _unplan(self, request: Request) -> None:
+        """Give back the chunk a preempted prefill was given in this step, if any.
+
+        Only a priority victim can have one: under FCFS the victim is the newest running
+        request, which the prefill loop has not reached yet.
+        """
+        for index, (planned, chunk) in enumerate(self._planned):
+            if planned is request:
+                del self._planned[index]
+                self._planned_tokens -= chunk
+                return
 
     def _budget_left(self) -> int:
         return self.settings.max_num_batched_tokens - self._num_decoding - self._planned_tokens
@@ -435,3 +470,8 @@ class Scheduler:
         request.epoch += 1
         self.counters.finished["stop"] += 1
         return finished_record(request, now, Outcome.COMPLETED)
+
+
+def _urgency(request: Request) -> tuple[int, float]:
+    """The key vLLM's priority policy preempts by: the largest goes first."""
+    return (request.priority, request.arrived_at)

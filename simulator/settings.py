@@ -9,10 +9,18 @@ engine never starts with settings real vLLM would refuse.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from simulator.errors import SimulatorError
 from simulator.profiles import EngineProfile
+
+
+class SchedulingPolicy(StrEnum):
+    """vLLM's ``--scheduling-policy`` (:mod:`simulator.request_queues` says what each does)."""
+
+    FCFS = "fcfs"
+    PRIORITY = "priority"
 
 
 class SettingsError(SimulatorError):
@@ -40,6 +48,8 @@ class EngineSettings:
         shutdown_timeout: Seconds to drain in-flight requests on shutdown (0: abort them).
         max_num_queued_reqs: API-server limit on in-flight requests (None: no limit).
         max_num_queued_tokens: API-server limit on prompt tokens still in prefill (None: none).
+        scheduling_policy: ``fcfs`` (vLLM's default) or ``priority``: the order of the waiting
+            queue and which running request a KV shortage preempts.
         block_size: Tokens per KV block.
         num_gpu_blocks: KV blocks of the engine.
         disable_log_stats: Real vLLM then exposes no ``vllm:*`` metric; recorded for the server.
@@ -61,6 +71,7 @@ class EngineSettings:
     shutdown_timeout: int = 0
     max_num_queued_reqs: int | None = None
     max_num_queued_tokens: int | None = None
+    scheduling_policy: SchedulingPolicy = SchedulingPolicy.FCFS
     block_size: int = 16
     num_gpu_blocks: int = 1
     disable_log_stats: bool = False
@@ -122,6 +133,10 @@ def settings_problems(settings: EngineSettings) -> list[tuple[str, str]]:
         value = getattr(settings, name)
         if value is not None and value < (1 if name == "max_num_active_seqs" else 0):
             problems.append((name, "is out of range"))
+    if settings.scheduling_policy not in tuple(SchedulingPolicy):
+        choices = ", ".join(repr(policy.value) for policy in SchedulingPolicy)
+        message = f"invalid choice: {settings.scheduling_policy!r} (choose from {choices})"
+        problems.append(("scheduling_policy", message))
     if not 0.0 <= settings.watermark < 1.0:
         problems.append(("watermark", "must be in [0.0, 1.0)"))
     if settings.max_num_batched_tokens < settings.max_num_seqs:

@@ -174,7 +174,12 @@ class VirtualRun:
                     break
                 self._next_arrival += 1
                 if self.gate is None:
-                    engine.submit(arrival.prompt_tokens, arrival.output_tokens, arrival.arrived_at)
+                    engine.submit(
+                        arrival.prompt_tokens,
+                        arrival.output_tokens,
+                        arrival.arrived_at,
+                        priority=arrival.priority,
+                    )
                 else:
                     self._through_gate(self.gate, arrival)
             if self.gate is not None:
@@ -287,7 +292,9 @@ class VirtualRun:
     def _forward(self, arrival: Arrival, now: float, *, waited_s: float) -> None:
         request_id = self._next_gate_id()
         self._waited[request_id] = waited_s
-        self.engine.submit(arrival.prompt_tokens, arrival.output_tokens, now, request_id)
+        self.engine.submit(
+            arrival.prompt_tokens, arrival.output_tokens, now, request_id, priority=arrival.priority
+        )
 
     def _next_gate_id(self) -> str:
         self._gate_ids += 1

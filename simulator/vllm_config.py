@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from simulator.errors import SpecError, SpecIssue
 from simulator.profiles import EngineProfile
-from simulator.settings import EngineSettings, SettingsError
+from simulator.settings import EngineSettings, SchedulingPolicy, SettingsError
 from simulator.spec_files import load_mapping, nearest_location
 
 Kind = Literal["int", "optional_int", "float", "flag", "bool", "str"]
@@ -48,6 +48,7 @@ _HONOURED: dict[str, _Option] = {
     "shutdown-timeout": _Option("shutdown_timeout", "int"),
     "max-num-queued-reqs": _Option("max_num_queued_reqs", "optional_int"),
     "max-num-queued-tokens": _Option("max_num_queued_tokens", "optional_int"),
+    "scheduling-policy": _Option("scheduling_policy", "str"),
     "block-size": _Option("block_size", "int"),
     "num-gpu-blocks-override": _Option("num_gpu_blocks", "int"),
     "disable-log-stats": _Option("disable_log_stats", "flag"),
@@ -199,6 +200,13 @@ def _resolve(
         raise SettingsError(
             [("performance_mode", f"must be one of {', '.join(_PERFORMANCE_MODES)}")]
         )
+    policy = values.get("scheduling_policy")
+    if policy is not None:
+        if policy not in tuple(SchedulingPolicy):
+            choices = ", ".join(repr(choice.value) for choice in SchedulingPolicy)
+            message = f"invalid choice: {policy!r} (choose from {choices})"
+            raise SettingsError([("scheduling_policy", message)])
+        values["scheduling_policy"] = SchedulingPolicy(policy)
     model = values.pop("model", None)
     served = values.pop("served_model_name", None) or model or profile.model
     # `--performance-mode throughput` doubles the two batch defaults when they are not set

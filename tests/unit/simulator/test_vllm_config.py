@@ -7,7 +7,7 @@ import pytest
 
 from simulator.errors import SpecError
 from simulator.profiles import EngineProfile
-from simulator.settings import EngineSettings, SettingsError
+from simulator.settings import EngineSettings, SchedulingPolicy, SettingsError
 from simulator.vllm_config import load_vllm_config, settings_from_options
 
 
@@ -135,3 +135,17 @@ def test_settings_changed_in_code_are_checked_like_a_file(profile_8b: EngineProf
     settings = EngineSettings.defaults(profile_8b)
     with pytest.raises(SettingsError, match="max_num_active_seqs"):
         dataclasses.replace(settings, max_num_seqs=64, max_num_active_seqs=128)
+
+
+def test_the_scheduling_policy_is_read_from_the_config_as_vllm_reads_it(
+    tmp_path: Path, profile_8b: EngineProfile
+) -> None:
+    assert settings_from_options({}, profile_8b).scheduling_policy == SchedulingPolicy.FCFS
+    for spelling in ("scheduling-policy", "scheduling_policy"):
+        settings = _load(tmp_path, f"{spelling}: priority\n", profile_8b)
+        assert settings.scheduling_policy is SchedulingPolicy.PRIORITY
+    with pytest.raises(SpecError) as caught:
+        _load(tmp_path, "max-num-seqs: 8\nscheduling-policy: lifo\n", profile_8b)
+    (issue,) = caught.value.issues
+    assert (issue.line, issue.key) == (2, "scheduling-policy")
+    assert "invalid choice: 'lifo'" in issue.message
