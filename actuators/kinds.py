@@ -32,7 +32,12 @@ def _actuated_servers(config: GovernorConfig) -> tuple[VllmInstance, ...]:
 
 def _vllm(services: ActuatorServices) -> VllmActuator:
     return VllmActuator(
-        services.journal, services.windows, services.clock, services.freeze_dir, services.gates
+        services.journal,
+        services.windows,
+        services.clock,
+        services.freeze_dir,
+        services.gates,
+        batches=services.batches,
     )
 
 

@@ -37,6 +37,7 @@ from daemon.core.actuator_kinds import (
     GateKind,
     Kind,
 )
+from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock, SystemClock
 from daemon.core.envelopes import envelope_problem, envelope_problems, pace_problem
 from daemon.core.errors import (
@@ -94,6 +95,7 @@ __all__ = [
     "Actuator",
     "ActuatorKind",
     "ActuatorServices",
+    "BatchHold",
     "CapChange",
     "CapJournal",
     "CapResult",
@@ -129,6 +131,7 @@ __all__ = [
     "envelope_problems",
     "freeze_reason",
     "http_request",
+    "no_batch_hold",
     "no_gates",
     "pace_problem",
 ]

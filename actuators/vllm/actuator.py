@@ -36,20 +36,22 @@ from actuators.vllm.verification import baseline_window
 from actuators.vllm.vllm_args import vllm_objection
 from daemon.api import (
     DRY_RUN,
+    NO_FREEZE_SOURCE,
     REFUSED,
     ActuationJournal,
     ActuationRefused,
     ActuationResult,
+    BatchHold,
     ChangeInFlight,
     ChangeRequest,
     Clock,
     ConfigWriteError,
-    NO_FREEZE_SOURCE,
     FreezeSource,
     GateLookup,
     JournalState,
     SignalWindows,
     VllmInstance,
+    no_batch_hold,
     no_gates,
 )
 
@@ -72,6 +74,7 @@ class VllmActuator:
         objection: vLLM's own parser check (skipped when vLLM is not installed).
         fleet_freeze: A freeze besides the files (the fleet's, in etcd); every change here
             restarts the server, so a fleet whose state is unknown holds it too.
+        batches: Closes an instance's batch lane and waits for its requests: before its drain.
     """
 
     def __init__(
@@ -86,7 +89,9 @@ class VllmActuator:
         registry_of: Callable[[str | None], VersionRegistry] = registry_for,
         objection: Objection = vllm_objection,
         fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
+        batches: BatchHold = no_batch_hold,
     ) -> None:
+        self._batches = batches
         self._journal = journal
         self._windows = windows
         self._clock = clock
@@ -191,6 +196,7 @@ class VllmActuator:
             clock=self._clock,
             gate=self._gates(instance),
             restart_runner=self._restart_runner,
+            batches=self._batches,
         )
         steps.timer.timings.update(timer.timings)
         await hold_if_asked(PLANNED)

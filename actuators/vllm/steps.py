@@ -31,11 +31,13 @@ from actuators.vllm.restart import CommandResult, CommandRunner, run_command
 from actuators.vllm.verification import Verdict, verify
 from daemon.api import (
     ActuationJournal,
+    BatchHold,
     Clock,
     GateDrain,
     GovernorError,
     SignalWindows,
     VllmInstance,
+    no_batch_hold,
 )
 
 
@@ -113,8 +115,10 @@ class ChangeSteps:
         clock: Clock,
         gate: GateDrain | None = None,
         restart_runner: CommandRunner = run_command,
+        batches: BatchHold = no_batch_hold,
     ) -> None:
         self.instance = instance
+        self.batches = batches
         self.restart_runner = restart_runner
         self.entry_id = entry_id
         self.plan = plan
@@ -159,13 +163,17 @@ class ChangeSteps:
     async def drain(self) -> str:
         """Drain before the restart; returns what was done, for the journal.
 
-        With a gate, the gate stops admitting first (journaled before the command, so that a
-        governor killed now knows to lift it) and the requests inside are given up to the
-        gate's ``drain_timeout_s`` to finish; vLLM then drains what is left on SIGTERM.
+        The governor's own batch requests go first: the lane is closed and its requests in
+        flight end (they are sent again after the change). With a gate, the gate stops
+        admitting next (journaled before the command, so that a governor killed now knows to
+        lift it) and the requests inside are given up to the gate's ``drain_timeout_s`` to
+        finish; vLLM then drains what is left on SIGTERM.
         """
+        batches = await self.batches(self.instance.name)
         held = await self.hold_gate()
         vllm = await self._drain_vllm()
-        return vllm if held is None else f"{held}; then {vllm}"
+        done = vllm if held is None else f"{held}; then {vllm}"
+        return f"{batches}; then {done}" if batches else done
 
     async def hold_gate(self) -> str | None:
         """Stop the gate admitting and wait for the requests inside; None without a gate.

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from daemon.core.actuation import ActuationJournal, ActuationResult, ChangeRequest, SignalWindows
+from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
 from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.gate_drain import GateLookup
@@ -102,6 +103,7 @@ class ActuatorServices:
         clock: The injected clock.
         freeze_dir: Where freeze files are looked for (the governor's state directory).
         gates: The admission gate in front of a vLLM instance, if any (drained on a restart).
+        batches: Closes a target's batch lane and waits for its requests (before a restart).
     """
 
     journal: ActuationJournal
@@ -109,6 +111,7 @@ class ActuatorServices:
     clock: Clock
     freeze_dir: Path
     gates: GateLookup
+    batches: BatchHold = no_batch_hold
 
 
 @dataclass(frozen=True, slots=True)

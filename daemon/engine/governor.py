@@ -94,6 +94,8 @@ class Governor:
         self._signals = SignalPlane(loaded.config, clock, registry, secrets=secrets)
         self._signal_pages = PagedReplies(clock)
         self._ledger = PolicyLedger(StateStore(state_path), clock)
+        # The batch lanes: a restart closes its target's lane first (the actuators' hold).
+        lanes = BatchLanes()
         self._actuation = ActuationPlane(
             config,
             self._signals,
@@ -103,6 +105,7 @@ class Governor:
             kinds=actuator_kinds(kinds),
             on_applied=self._ledger.enter_applied,
             record=self._ledger.record,
+            batches=lanes.hold,
         )
         self._policies = PolicyPlane(
             config,
@@ -129,7 +132,6 @@ class Governor:
         router = Router(config, self._actuation, registry, propose=self._approvals.propose)
         self._notifications = self._notifiers()
         self._recorder = Recorder(lambda: self._loaded.config.recording)
-        lanes = BatchLanes()
         self._batches = BatchDesk(self._config_in_force, state_path, clock, lanes)
         self._lane_steerer = LaneSteerer(
             config=config,

@@ -15,6 +15,7 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "Actuator",
         "ActuatorKind",
         "ActuatorServices",
+        "BatchHold",
         "CAP_APPLIED",
         "CAP_FAILED",
         "CAP_REFUSED",
@@ -65,6 +66,7 @@ def test_the_facade_for_actuators_exports_exactly_these_names() -> None:
         "envelope_problems",
         "freeze_reason",
         "http_request",
+        "no_batch_hold",
         "no_gates",
         "pace_problem",
     ]

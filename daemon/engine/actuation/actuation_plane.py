@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from daemon.core.actuation import APPLIED_STATES, REFUSED, ActuationResult, ChangeRequest
 from daemon.core.actuator_kinds import ActuatorKind, ActuatorServices, Target
+from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.haproxy_gate import gate_of
@@ -51,18 +52,20 @@ class ActuationPlane:
         kinds: Sequence[ActuatorKind[Any]],
         on_applied: Callable[[ActuationResult], None],
         record: Callable[[Sequence[Decision]], None],
+        batches: BatchHold = no_batch_hold,
     ) -> None:
         """The journal at ``state_path`` and an actuator of each kind in ``kinds``.
 
         ``on_applied`` hears every change that changed its target (the knobs' histories);
         ``record`` takes decisions made here (the alert of a revert) for the decision log.
+        ``batches`` closes a target's batch lane before a restart (lent to the actuators).
         """
         self._config = config
         self._clock = clock
         self.journal = SqliteJournal(state_path, clock)
         self.windows = StoreSignalWindows(signals)
         services = ActuatorServices(
-            self.journal, self.windows, clock, config().governor.state_dir, gate_of
+            self.journal, self.windows, clock, config().governor.state_dir, gate_of, batches
         )
         self._runners: list[KindRunner[Any]] = [
             KindRunner(kind, kind.factory(services), config, self._report) for kind in kinds

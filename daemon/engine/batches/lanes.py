@@ -100,6 +100,19 @@ class BatchLanes:
             lane = self._lanes[target] = Lane(target)
         return lane
 
+    async def hold(self, target: str) -> str:
+        """Close ``target``'s lane and wait for its requests in flight (before a restart).
+
+        The lane stays closed while the change is in flight (the steerer sees its journal
+        entry open) and opens again, as the policies say, once the change is finished.
+        """
+        lane = self.lane(target)
+        stopped = lane.in_flight
+        if lane.width == 0 and stopped == 0:
+            return ""
+        await lane.close_and_wait(f"a restart of {target} is coming: closed until it is done")
+        return f"batch lane closed, {stopped} batch request(s) stopped (sent again later)"
+
     def status(self) -> dict[str, dict[str, Any]]:
         """Each lane, by target."""
         return {target: lane.status() for target, lane in sorted(self._lanes.items())}
