@@ -56,7 +56,29 @@ def preflight(
     refusals.extend(_forbidden_flags(plan, registry))
     refusals.extend(_consistency(plan, registry))
     refusals.extend(_drain_fits(instance, plan))
-    for knob, (old, new) in plan.knobs.items():
+    refusals.extend(knob_refusals(instance, request, plan.knobs, changed_at=changed_at, now=now))
+    if plan.operation == "restart":
+        refusals.extend(restart_refusals(instance, restarted_at, now))
+    elif not any(change.changed for change in plan.files):
+        refusals.append(("no_change", "the files already say so"))
+    return refusals
+
+
+def knob_refusals(
+    instance: VllmInstance,
+    request: ChangeRequest,
+    knobs: Mapping[str, tuple[float | None, float]],
+    *,
+    changed_at: Mapping[str, Sequence[datetime]],
+    now: datetime,
+) -> list[Refusal]:
+    """Each knob's move (value now, value planned): known, in its envelope, fresh, paced.
+
+    The checks of :func:`preflight` that need no file: a backtest's would-have actuator runs
+    them on the recorded values.
+    """
+    refusals: list[Refusal] = []
+    for knob, (old, new) in knobs.items():
         envelope = instance.knobs.get(knob)
         if old is None:
             refusals.append(("unknown_current_value", f"the current {knob} is not known"))
@@ -72,14 +94,10 @@ def preflight(
             late := pace_problem(knob, envelope, changed_at.get(knob, ()), now)
         ):
             refusals.append(("knob_budget", late))
-    if plan.operation == "restart":
-        refusals.extend(_restart_envelope(instance, restarted_at, now))
-    elif not any(change.changed for change in plan.files):
-        refusals.append(("no_change", "the files already say so"))
     return refusals
 
 
-def _restart_envelope(
+def restart_refusals(
     instance: VllmInstance, restarted_at: Sequence[datetime], now: datetime
 ) -> list[Refusal]:
     """A restart without a config change: the instance's restart budget and interval."""

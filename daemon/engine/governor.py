@@ -41,6 +41,7 @@ from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
+from daemon.engine.evaluation.signal_feed import LiveFeed, SignalFeed
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.whatif_desk import WhatIfDesk
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
@@ -56,7 +57,6 @@ from daemon.engine.runtime.service_manager import ServiceManager
 from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
 from daemon.engine.storage.state_db import STATE_FILE
 from daemon.engine.storage.state_store import StateStore
-from daemon.policy.views import target_views
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,12 @@ class LoadedConfig:
 
 
 class Governor:
-    """The daemon: builds its tasks, serves status, reloads its configuration."""
+    """The daemon: builds its tasks, serves status, reloads its configuration.
+
+    Its ports are constructor arguments: the clock, the service manager, the table of actuator
+    kinds, and the signal feed. Without a ``feed`` the policies see the signal plane's
+    sources (the daemon); a backtest feeds recorded views on a virtual clock instead.
+    """
 
     def __init__(
         self,
@@ -81,6 +86,7 @@ class Governor:
         secrets: GovernorSecrets | None = None,
         *,
         kinds: Sequence[Kind] = (),
+        feed: SignalFeed | None = None,
     ) -> None:
         self._loaded = loaded
         self._clock = clock
@@ -92,6 +98,7 @@ class Governor:
         # The composition root: each stage gets its collaborators here, in its constructor, in
         # the order they depend on each other; nothing is linked afterwards.
         self._signals = SignalPlane(loaded.config, clock, registry, secrets=secrets)
+        self._feed: SignalFeed = LiveFeed(self._signals) if feed is None else feed
         self._signal_pages = PagedReplies(clock)
         self._ledger = PolicyLedger(StateStore(state_path), clock)
         # The batch lanes: a restart closes its target's lane first (the actuators' hold).
@@ -119,8 +126,7 @@ class Governor:
         lens = PolicyLens(
             specs=lambda: self._policies.policies.specs,
             states=lambda: self._ledger.states,
-            views=lambda: target_views(
-                self._signals.rows(),
+            views=lambda: self._feed.views(
                 self._loaded.config.target_names(),
                 self._actuation.knobs(),
                 self._policies.policies.signals,
@@ -146,7 +152,7 @@ class Governor:
         self._evaluator = Evaluator(
             config,
             self._policies.current,
-            self._signals,
+            self._feed,
             self._ledger,
             clock,
             EvaluatorMetrics.register(registry),
@@ -268,7 +274,7 @@ class Governor:
         ]
         if config.metrics.enabled:
             tasks.append(EternalTask("metrics endpoint", self._serve_metrics))
-        tasks.extend(self._signals.tasks())
+        tasks.extend(self._feed.tasks())
         tasks.append(EternalTask("evaluator", self._evaluator.run))
         tasks.extend(self._policies.tasks())
         tasks.extend(self._actuation.tasks())

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import zip_longest
 
-from daemon.app.backtest.replay import Event
+from daemon.app.backtest.timeline import Event
 
 _Key = tuple[int, str, str, str]  # (tick index, policy, target, kind)
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from daemon.app.backtest.replay import Event
+from daemon.app.backtest.timeline import Event
 from daemon.policy.state import HOUR_S
 
 DEFAULT_MAX_FIRES_PER_HOUR = 3

@@ -7,7 +7,7 @@ The JSON document::
      "b": {... the same, with --against ...},
      "diff": [{"side": "only_a" | "only_b" | "different", "a": EVENT | null, "b": ...}]}
 
-An EVENT is :class:`~daemon.app.backtest.replay.Event` with ``wall`` in ISO 8601.
+An EVENT is :class:`~daemon.app.backtest.timeline.Event` with ``wall`` in ISO 8601.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from daemon.app.backtest.diff import Difference
 from daemon.app.backtest.flaps import Flap
 from daemon.app.backtest.recording import Recording
-from daemon.app.backtest.replay import Event
+from daemon.app.backtest.timeline import Event
 from daemon.policy.testing.timing import format_seconds
 
 

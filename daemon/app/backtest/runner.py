@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING
 from daemon.app.backtest.diff import Difference, diff
 from daemon.app.backtest.errors import BacktestError
 from daemon.app.backtest.flaps import DEFAULT_MAX_FIRES_PER_HOUR, DEFAULT_REVERSAL_S, find_flaps
+from daemon.app.backtest.governed import replay
 from daemon.app.backtest.promql import default_selector
 from daemon.app.backtest.recording import Recording, read_recording
-from daemon.app.backtest.replay import Setup, replay
 from daemon.app.backtest.report import Timeline
 from daemon.core.settings import GovernorConfig
 from daemon.policy.loading import load_policies
@@ -144,9 +144,7 @@ def _timeline(options: Options, directory: Path, recording: Recording) -> Timeli
     if not loaded.specs:
         message = f"{directory}: no policy files (*.yaml, *.yml) in it"
         raise BacktestError(message)
-    instances = {instance.name: instance for instance in config.vllm}
-    setup = Setup(loaded.specs, config.envelopes(), instances)
-    events = replay(setup, recording.ticks)
+    events = tuple(replay(config, directory, recording.ticks))
     flaps = find_flaps(
         events, max_fires_per_hour=options.max_fires_per_hour, reversal_s=options.reversal_s
     )

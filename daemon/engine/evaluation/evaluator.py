@@ -1,13 +1,13 @@
 """The evaluator: every ``evaluation_interval_s``, what the sources see goes through the policies.
 
-Each tick builds one view per vLLM target from the signal rows, runs the pure
-:func:`~daemon.policy.tick.tick`, persists the states that changed and the decisions, and
-logs each decision once. Its collaborators are ports given at construction.
+Each tick builds one view per vLLM target from its signal feed (the daemon's: the signal plane's
+rows; a backtest's: recorded views), runs the pure :func:`~daemon.policy.tick.tick`, persists
+the states that changed and the decisions, and logs each decision once. Its collaborators are
+ports given at construction.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -19,13 +19,12 @@ from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.policy_set import PolicySet
-from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.evaluation.signal_feed import SignalFeed
 from daemon.engine.runtime.supervisor import Readiness
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView
 from daemon.policy.state import PolicyState
 from daemon.policy.tick import StateKey, TickResult, tick
-from daemon.policy.views import target_views
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +70,7 @@ class Evaluator:
     Every collaborator is given at construction (nothing is wired afterwards):
 
     Attributes:
+        feed: What the policies see at each tick, and when the next tick is due.
         knobs: The current knob values per target (the actuation runner reads them from each
             server's files).
         route: Takes the accepted intents (to the actuation runner or to approval) and
@@ -81,7 +81,7 @@ class Evaluator:
 
     config: Callable[[], GovernorConfig]
     policies: Callable[[], PolicySet]
-    signals: SignalPlane
+    feed: SignalFeed
     ledger: PolicyLedger
     clock: Clock
     metrics: EvaluatorMetrics
@@ -97,7 +97,7 @@ class Evaluator:
         readiness.started()
         while True:
             self.tick_once()
-            await asyncio.sleep(self.config().governor.evaluation_interval_s)
+            await self.feed.next_evaluation(self.config().governor.evaluation_interval_s)
 
     def tick_once(self) -> TickResult:
         """One evaluation; returns what it concluded."""
@@ -105,7 +105,7 @@ class Evaluator:
         started = self.clock.monotonic()
         targets = config.target_names()
         policies = self.policies()
-        views = target_views(self.signals.rows(), targets, self.knobs(), policies.signals)
+        views = self.feed.views(targets, self.knobs(), policies.signals)
         now, wall = self.clock.monotonic(), self.clock.wall()
         self.observe(wall, now, views)
         result = tick(

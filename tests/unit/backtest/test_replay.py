@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
 from daemon.app.backtest.errors import BacktestError
-from daemon.app.backtest.replay import Event
 from daemon.app.backtest.runner import Options, run_backtest
-from tests.unit.backtest.worlds import busy, config, series, write_policy, write_recording
+from daemon.app.backtest.timeline import Event
+from daemon.engine.actuation.freeze_files import write_freeze
+from tests.unit.backtest.worlds import START, busy, config, series, write_policy, write_recording
 
 BUSY_THEN_CALM = series((30, {"running": 12.0}), (30, {"running": 2.0}))
 KNOBS = {"max_num_seqs": 256.0}
@@ -55,6 +57,27 @@ def test_without_a_dwell_the_knob_budget_counts_would_have_changes(tmp_path: Pat
         (70.0, "intent", None),
         (130.0, "blocked", "knob_budget"),
     ]
+
+
+def test_a_freeze_refuses_the_would_have_change_as_the_daemon_would(tmp_path: Path) -> None:
+    # A freeze of main set (as `vllm-governor freeze` does) until a minute into the recording.
+    state_dir = tmp_path / "state"
+    write_freeze(state_dir, "main", START + timedelta(seconds=60), "release window (by ops)")
+    recording = write_recording(tmp_path / "rec.jsonl", BUSY_THEN_CALM, KNOBS)
+    policies = write_policy(tmp_path / "a", "busy", busy())
+    events = _events(Options(config(state_dir=state_dir), (recording,), policies=policies))
+    assert _brief(events) == [
+        (10.0, "fired", None, None),
+        # The planner accepts it and the router sends it to the actuator, whose preflight
+        # refuses it: frozen at the recorded time. Nothing was applied, so no dwell starts.
+        (10.0, "intent", None, None),
+        (10.0, "blocked", None, "frozen"),
+        (70.0, "intent", "auto", None),  # after the cooldown; the freeze expired at +60 s
+        (130.0, "blocked", None, "dwell"),  # that one was applied: its dwell counts from 70 s
+        (150.0, "resolved", None, None),
+    ]
+    assert "release window (by ops)" in events[2].reason
+    assert events[2].changes == {"max_num_seqs": 192.0}
 
 
 def test_approval_intents_are_routed_to_approval(tmp_path: Path) -> None:

@@ -50,11 +50,21 @@ def write_policy(directory: Path, name: str, text: str) -> Path:
     return directory
 
 
-def config(*, actuated: bool = True, dwell_s: float = 120.0, budget: int = 10) -> GovernorConfig:
-    """One server ``main`` with an envelope for max_num_seqs; actuated unless told not to."""
+def config(
+    *,
+    actuated: bool = True,
+    dwell_s: float = 120.0,
+    budget: int = 10,
+    state_dir: Path | None = None,
+) -> GovernorConfig:
+    """One server ``main`` with an envelope for max_num_seqs; actuated unless told not to.
+
+    ``state_dir`` is where the daemon's state (and freeze files) would be.
+    """
     files = 'config_path = "/etc/vllm/main.yaml"\nunit = "vllm@main.service"\n' if actuated else ""
+    governor = f'[governor]\nstate_dir = "{state_dir}"\n' if state_dir is not None else ""
     text = (
-        f'[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:8000"\n{files}'
+        f'{governor}[[vllm]]\nname = "main"\nurl = "http://127.0.0.1:8000"\n{files}'
         "[vllm.knobs.max_num_seqs]\nmin = 32\nmax = 512\nmax_step = 64\n"
         f"min_dwell_s = {dwell_s}\nhourly_budget = {budget}\n"
     )

@@ -1,0 +1,65 @@
+"""The signal feed: the evaluator's port for what the policies see, and when they look.
+
+The daemon's feed is the :class:`~daemon.engine.evaluation.signal_plane.SignalPlane`
+(:class:`LiveFeed`): its sources fill the store, each evaluation builds one view per target
+from the rows, and evaluations follow ``evaluation_interval_s`` on the loop's clock. A backtest
+plugs in recorded views instead, evaluated at the recorded moments; the rest of the governor
+(tick, planner, router, actuation, approvals) is the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.runtime.supervisor import EternalTask
+from daemon.policy.evaluate import TargetView
+from daemon.policy.views import target_views
+from daemon.sources.declarations import SignalRegistry
+
+
+class SignalFeed(Protocol):
+    """What the evaluator and the approvals' re-check see, and the pace of evaluations."""
+
+    def views(
+        self,
+        targets: Sequence[str],
+        knobs: Mapping[str, Mapping[str, float]],
+        signals: SignalRegistry,
+    ) -> dict[str, TargetView]:
+        """One view per target now: signals of the ``signals`` registry, the ``knobs`` known."""
+        ...
+
+    async def next_evaluation(self, interval_s: float) -> None:
+        """Wait until the next evaluation is due (``interval_s`` is the configured pace)."""
+        ...
+
+    def tasks(self) -> list[EternalTask]:
+        """The eternal tasks that keep the feed fed (the sources), run by the supervisor."""
+        ...
+
+
+class LiveFeed:
+    """The daemon's feed: the signal plane's current rows, evaluated every interval."""
+
+    def __init__(self, plane: SignalPlane) -> None:
+        self._plane = plane
+
+    def views(
+        self,
+        targets: Sequence[str],
+        knobs: Mapping[str, Mapping[str, float]],
+        signals: SignalRegistry,
+    ) -> dict[str, TargetView]:
+        """The views of the rows the sources have put in the store."""
+        return target_views(self._plane.rows(), targets, knobs, signals)
+
+    async def next_evaluation(self, interval_s: float) -> None:
+        """Sleep one interval on the loop's clock."""
+        await asyncio.sleep(interval_s)
+
+    def tasks(self) -> list[EternalTask]:
+        """The polling sources, and MQTT's subscriber and publisher when configured."""
+        return self._plane.tasks()
