@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from actuators.http_log_level.http_calls import get, send
+from actuators.http_log_level.plan import LevelPlan
 from actuators.http_log_level.preflight import preflight
 from actuators.http_log_level.wire import level_in, level_request
 from daemon.api import (
@@ -108,13 +109,13 @@ class HttpLogLevelActuator:
             if entry is None:
                 return None
             started = self._clock.monotonic()
-            old, new = entry.plan["knobs"][LOG_LEVEL_KNOB]
+            plan = LevelPlan.from_json(entry.plan)
             in_force = await self.read(target)
             self._journal.step(entry.id, RECONCILING, {"found_step": entry.step, "read": in_force})
-            change = _Change(target, entry.id, entry.plan, old, new, started)
-            if in_force == new:
+            change = _Change(target, entry.id, plan, started)
+            if in_force == plan.new:
                 return self._finish(change, DONE, "set before the governor stopped; read back")
-            if in_force == old:
+            if in_force == plan.old:
                 why = "the governor stopped before the level changed"
                 return self._finish(change, ABANDONED, f"abandoned, nothing changed: {why}")
             return await self._revert(change, f"found at {_shown(in_force)} after a crash")
@@ -129,16 +130,16 @@ class HttpLogLevelActuator:
             guard = exc.guard if isinstance(exc, ActuationRefused) else "in_flight"
             outcome = f"refused ({guard}): {exc}"
             return self._record(target, request, REFUSED, outcome, {"request": asdict(request)})
-        new = request.changes[LOG_LEVEL_KNOB]
-        plan = _plan(target, request, in_force, new)
+        plan = LevelPlan.make(target, request, in_force, request.changes[LOG_LEVEL_KNOB])
         if dry_run:
-            outcome = f"dry run: would {plan['method']} {plan['url']}"
-            return self._record(target, request, DRY_RUN, outcome, plan)
+            outcome = f"dry run: would {plan.method} {plan.url}"
+            return self._record(target, request, DRY_RUN, outcome, plan.as_json())
         try:
-            entry = self._journal.begin(target.name, request.policy, plan, {})
+            entry = self._journal.begin(target.name, request.policy, plan.as_json(), {})
         except ChangeInFlight as exc:
-            return self._record(target, request, REFUSED, f"refused (in_flight): {exc}", plan)
-        change = _Change(target, entry.id, plan, in_force, new, started)
+            refused = f"refused (in_flight): {exc}"
+            return self._record(target, request, REFUSED, refused, plan.as_json())
+        change = _Change(target, entry.id, plan, started)
         return await self._forward(change)
 
     async def _preflight(self, target: HttpLogLevelTarget, request: ChangeRequest) -> float:
@@ -167,14 +168,15 @@ class HttpLogLevelActuator:
         return in_force
 
     async def _forward(self, change: _Change) -> ActuationResult:
-        failure = await self._set(change, change.new, SET)
+        failure = await self._set(change, change.plan.new, SET)
         if failure:
             return await self._revert(change, failure)
         self._journal.step(change.entry_id, VERIFYING)
         read = await self.read(change.target)
         self._journal.step(change.entry_id, VERIFYING, {"read_back": read})
-        if read != change.new:
-            return await self._revert(change, f"read back {_shown(read)}, not {change.new:g}")
+        if read != change.plan.new:
+            why = f"read back {_shown(read)}, not {change.plan.new:g}"
+            return await self._revert(change, why)
         return self._finish(change, DONE, f"applied and read back: log_level {_moved(change)}")
 
     async def _revert(self, change: _Change, reason: str) -> ActuationResult:
@@ -183,13 +185,14 @@ class HttpLogLevelActuator:
             extra={"target": change.target.name, "reason": reason},
         )
         self._journal.step(change.entry_id, REVERTING, {"revert_reason": reason})
-        failure = await self._set(change, change.old, REVERTING)
+        old = change.plan.old
+        failure = await self._set(change, old, REVERTING)
         read = None if failure else await self.read(change.target)
-        if read != change.old:
+        if read != old:
             why = failure or f"read back {_shown(read)}"
-            outcome = f"{reason}; the old level {change.old:g} did not come back: {why}"
+            outcome = f"{reason}; the old level {old:g} did not come back: {why}"
             return self._finish(change, FAILED, outcome, quarantine=True)
-        outcome = f"reverted to log_level {change.old:g}: {reason}"
+        outcome = f"reverted to log_level {old:g}: {reason}"
         return self._finish(change, REVERTED, outcome, quarantine=True)
 
     async def _set(self, change: _Change, level: float, step: str) -> str:
@@ -223,13 +226,13 @@ class HttpLogLevelActuator:
         )
         return ActuationResult(
             target=change.target.name,
-            policy=str(change.plan.get("policy", "")),
+            policy=change.plan.policy,
             state=state,
             outcome=outcome,
-            changes={LOG_LEVEL_KNOB: change.new},
+            changes={LOG_LEVEL_KNOB: change.plan.new},
             entry_id=change.entry_id,
             timings=timings,
-            plan=change.plan,
+            plan=change.plan.as_json(),
             quarantine=quarantine,
         )
 
@@ -257,37 +260,16 @@ class HttpLogLevelActuator:
 
 @dataclass(frozen=True, slots=True)
 class _Change:
-    """One journaled change in flight: the target, its entry, the levels, when it began."""
+    """One journaled change in flight: the target, its entry, its plan, when it began."""
 
     target: HttpLogLevelTarget
     entry_id: int
-    plan: Mapping[str, Any]
-    old: float
-    new: float
+    plan: LevelPlan
     started: float
 
 
-def _plan(
-    target: HttpLogLevelTarget, request: ChangeRequest, old: float, new: float
-) -> dict[str, Any]:
-    """The journaled plan: what is sent, and the old level to go back to."""
-    setting = level_request(target, new)
-    return {
-        "target": target.name,
-        "policy": request.policy,
-        "kind": "http_log_level",
-        "knobs": {LOG_LEVEL_KNOB: [old, new]},
-        "method": setting.method,
-        "url": setting.url,
-        "old_word": level_request(target, old).word,
-        "new_word": setting.word,
-        "reason": request.reason,
-        "evidence": dict(request.evidence),
-    }
-
-
 def _moved(change: _Change) -> str:
-    return f"{change.old:g} -> {change.new:g}"
+    return f"{change.plan.old:g} -> {change.plan.new:g}"
 
 
 def _shown(value: float | None) -> str:
