@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from actuators.vllm.steps import Step
 from daemon.app.simulation.clock import EPOCH
 from daemon.app.simulation.events import (
     CAP,
@@ -43,9 +44,9 @@ def read_events(state_dir: Path, target: str, logged: EventLog) -> EventLog:
             moves = {k: (float(v[0]), float(v[1])) for k, v in entry.plan.get("knobs", {}).items()}
             back = {knob: (new, old) for knob, (old, new) in moves.items()}
             for at, step in journal.steps(entry.id):
-                if step == "restarting":
+                if step == Step.RESTARTING:
                     events.append(Event(_seconds(at), RESTART, entry.policy, moves))
-                elif step == "revert_restarting":
+                elif step == Step.REVERT_RESTARTING:
                     events.append(Event(_seconds(at), REVERT, entry.policy, back))
             ended = _seconds(entry.finished_at or entry.started_at)
             outcome = entry.outcome or ""
