@@ -5,6 +5,12 @@ does the I/O. The simulated model has no tokenizer: a string prompt counts one t
 whitespace-separated word, a list of token ids one per id, and the generated text is one
 word per token, so ``len(text.split())`` of an answer is its ``completion_tokens``.
 
+``priority`` (an integer, default 0, lower is served first) is taken as vLLM 0.33 takes it,
+from the body or from the ``X-Vllm-Priority`` header, which wins when it is an integer
+(``_get_priority`` in ``vllm/entrypoints/generate/base/serving.py``). vLLM 0.33 refuses no
+priority under ``--scheduling-policy fcfs``; its FCFS queue never looks at it, and neither
+does the simulator's.
+
 Differences from vLLM, by design: one prompt per request (no batch of prompts), ``n`` must
 be 1, and ``max_tokens`` defaults to 16 (the OpenAI default; vLLM would fill the rest of the
 context window, which the simulator does not model). The simulated model always generates
@@ -14,10 +20,18 @@ exactly ``max_tokens`` tokens, so every completed answer ends with ``finish_reas
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 DEFAULT_MAX_TOKENS = 16
+PRIORITY_HEADER = "X-Vllm-Priority"
+# vLLM's protocol field (``priority: int = Field(default=0, ge=_INT64_MIN, le=_INT64_MAX)``),
+# validated by pydantic in JSON mode as vLLM's server does: "7", true and 7.0 pass, 7.5 and
+# null do not.
+_PRIORITY = TypeAdapter(Annotated[int, Field(ge=-(2**63), le=2**63 - 1)])
 _WORDS = ("the", "quick", "brown", "fox", "jumps", "over", "a", "lazy", "dog", "again")
 
 
@@ -46,16 +60,20 @@ class CompletionRequest:
         max_tokens: Tokens to generate.
         stream: Whether to stream server-sent events.
         include_usage: Whether a streamed answer ends with a usage chunk.
+        priority: The scheduling priority (lower first; 0 unless the client gave one).
     """
 
     prompt_tokens: int
     max_tokens: int
     stream: bool
     include_usage: bool
+    priority: int = 0
 
 
-def parse_completion_request(body: Any, served_model: str) -> CompletionRequest:
-    """Validate a ``POST /v1/completions`` body.
+def parse_completion_request(
+    body: Any, served_model: str, priority_header: str | None = None
+) -> CompletionRequest:
+    """Validate a ``POST /v1/completions`` body (and the ``X-Vllm-Priority`` header's value).
 
     Raises:
         CompletionError: 400 for a malformed request, 404 for another model's name.
@@ -79,7 +97,24 @@ def parse_completion_request(body: Any, served_model: str) -> CompletionRequest:
         max_tokens=_max_tokens(body.get("max_tokens")),
         stream=stream,
         include_usage=bool(options.get("include_usage", False)),
+        priority=_priority(body.get("priority", 0), priority_header),
     )
+
+
+def _priority(value: Any, header: str | None) -> int:
+    # vLLM validates the body's field first, then lets a header that parses as an integer
+    # override it; a header that does not parse is ignored.
+    try:
+        priority: int = _PRIORITY.validate_json(json.dumps(value))
+    except ValidationError as exc:
+        message = f"priority: {exc.errors(include_url=False)[0]['msg']}"
+        raise CompletionError(400, message, "priority") from exc
+    if header is not None:
+        try:
+            return int(header)
+        except ValueError:
+            pass
+    return priority
 
 
 def _prompt_tokens(prompt: Any) -> int:

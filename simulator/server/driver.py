@@ -83,11 +83,11 @@ class RealTimeDriver:
     # -- requests ----------------------------------------------------------------------
 
     def submit(
-        self, prompt_tokens: int, max_tokens: int, *, streaming: bool
+        self, prompt_tokens: int, max_tokens: int, *, streaming: bool, priority: int = 0
     ) -> Ticket | RejectReason:
         """A client's request arrives: its ticket, or why it was rejected at once."""
         request_id = f"cmpl-{uuid.uuid4().hex}"
-        request = self._submit(prompt_tokens, max_tokens, request_id)
+        request = self._submit(prompt_tokens, max_tokens, request_id, priority)
         if isinstance(request, RejectReason):
             return request
         ticket = Ticket(request, streaming)
@@ -96,10 +96,13 @@ class RealTimeDriver:
             self._streaming[ticket] = None
         return ticket
 
-    def submit_load(self, prompt_tokens: int, max_tokens: int) -> RejectReason | None:
+    def submit_load(
+        self, prompt_tokens: int, max_tokens: int, priority: int = 0
+    ) -> RejectReason | None:
         """A request of the replayed workload arrives; None when taken, else why not."""
         self._next_load_id += 1
-        request = self._submit(prompt_tokens, max_tokens, f"load-{self._next_load_id}")
+        load_id = f"load-{self._next_load_id}"
+        request = self._submit(prompt_tokens, max_tokens, load_id, priority)
         return request if isinstance(request, RejectReason) else None
 
     def abort(self, ticket: Ticket) -> None:
@@ -114,10 +117,10 @@ class RealTimeDriver:
         self._collect()
 
     def _submit(
-        self, prompt_tokens: int, max_tokens: int, request_id: str
+        self, prompt_tokens: int, max_tokens: int, request_id: str, priority: int = 0
     ) -> Request | RejectReason:
         now = self.clock.now()
-        request = self.engine.submit(prompt_tokens, max_tokens, now, request_id)
+        request = self.engine.submit(prompt_tokens, max_tokens, now, request_id, priority=priority)
         if request is None:
             self._rejections[request_id] = None
             self._collect()

@@ -94,7 +94,9 @@ async def replay(
         now = clock.now()
         while index < len(arrivals) and origin + arrivals[index].arrived_at <= now:
             arrival = arrivals[index]
-            reason = driver.submit_load(arrival.prompt_tokens, arrival.output_tokens)
+            reason = driver.submit_load(
+                arrival.prompt_tokens, arrival.output_tokens, arrival.priority
+            )
             if reason is None:
                 tally.submitted += 1
             else:

@@ -116,13 +116,18 @@ class VllmApi:
         """``POST /v1/completions``: one prompt, streamed as SSE or answered at the end."""
         try:
             body = await request.json()
-            parsed = completions.parse_completion_request(body, self._model)
+            parsed = completions.parse_completion_request(
+                body, self._model, request.headers.get(completions.PRIORITY_HEADER)
+            )
         except ValueError:  # not JSON, or not UTF-8
             return _error(400, "the request body is not valid JSON")
         except CompletionError as exc:
             return _error(exc.status, exc.message, exc.param)
         outcome = self._driver.submit(
-            parsed.prompt_tokens, parsed.max_tokens, streaming=parsed.stream
+            parsed.prompt_tokens,
+            parsed.max_tokens,
+            streaming=parsed.stream,
+            priority=parsed.priority,
         )
         if isinstance(outcome, RejectReason):
             status, message = _REJECTIONS[outcome]

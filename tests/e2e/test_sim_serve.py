@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -192,7 +193,8 @@ def value(scrape: VllmScrape, name: str, **labels: str) -> float:
         sample.value
         for sample in scrape.samples
         if sample.key.name == name
-        and dict(sample.key.labels).get("engine") == "0"
+        # A single-engine server's series are stored as the server's, without the label.
+        and dict(sample.key.labels).get("engine", "0") == "0"
         and all(dict(sample.key.labels).get(k) == v for k, v in labels.items())
     ]
     assert len(found) == 1, (name, labels, found)
@@ -393,6 +395,9 @@ def test_a_client_that_hangs_up_aborts_its_request(server: SimServer) -> None:
         ({"prompt": "   "}, 400, "prompt"),
         ({"prompt": ["a", "b"]}, 400, "prompt"),
         ({"max_tokens": 3}, 400, "prompt"),
+        ({"prompt": "x", "priority": "high"}, 400, "priority"),
+        ({"prompt": "x", "priority": 1.5}, 400, "priority"),
+        ({"prompt": "x", "priority": 2**63}, 400, "priority"),
     ],
 )
 def test_bad_completion_requests_get_vllm_errors(
@@ -402,6 +407,49 @@ def test_bad_completion_requests_get_vllm_errors(
     assert code == status
     assert answer["error"]["code"] == status
     assert answer["error"]["param"] == param
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [("priority", ["first", "online", "batch"]), ("fcfs", ["first", "batch", "online"])],
+)
+def test_a_request_s_priority_orders_the_queue_only_under_the_priority_policy(
+    tmp_path: Path, policy: str, expected: list[str]
+) -> None:
+    # One request runs at a time. While the first one runs, a batch request (priority 10)
+    # and then an online one (priority 0, the default) queue behind it. Under priority the
+    # online one overtakes; under fcfs the priority is accepted and changes nothing.
+    config = f"max-num-seqs: 1\nmax-num-batched-tokens: 2048\nscheduling-policy: {policy}\n"
+    with sim_server(tmp_path, config) as sim:
+        finished: list[str] = []
+        statuses: list[int] = []
+
+        def send(name: str, body: dict[str, Any]) -> threading.Thread:
+            def complete() -> None:
+                statuses.append(sim.complete(body)[0])
+                finished.append(name)
+
+            thread = threading.Thread(target=complete, name=f"client {name}")
+            thread.start()
+            return thread
+
+        def gauge(name: str) -> float:
+            return value(sim.scrape(), name)
+
+        # The gauges appear with the first request the engine has seen.
+        assert sim.complete({"prompt": "warm up", "max_tokens": 1})[0] == 200
+        threads = [send("first", {"prompt": "a", "max_tokens": 300})]
+        until(lambda: gauge("vllm_num_requests_running") == 1, 10, "nothing ran", sim)
+        threads.append(send("batch", {"prompt": "b", "max_tokens": 4, "priority": 10}))
+        until(lambda: gauge("vllm_num_requests_waiting") == 1, 10, "batch never queued", sim)
+        threads.append(send("online", {"prompt": "c", "max_tokens": 4}))
+        until(lambda: gauge("vllm_num_requests_waiting") == 2, 10, "online never queued", sim)
+        assert gauge("vllm_num_requests_running") == 1, "the first request ended too soon"
+        for thread in threads:
+            thread.join(timeout=30)
+        assert statuses == [200, 200, 200]
+        assert finished == expected
+    assert f"'scheduling_policy': '{policy}'" in sim.log_text()
 
 
 def test_metrics_yield_the_canonical_signals_of_a_real_0_33_page(server: SimServer) -> None:
