@@ -1,8 +1,10 @@
 """Which scheduling policy a vLLM server runs: ``priority`` or ``fcfs``, and how that is known.
 
-vLLM takes a request's ``priority`` (an integer, lower runs first, default 0) only when it was
-started with ``--scheduling-policy priority``; under the default ``fcfs`` a request with a
-non-zero priority is refused (HTTP 400). So the governor sends batch requests at the lowest
+vLLM orders requests by their ``priority`` (an integer, lower runs first, default 0) only when
+it was started with ``--scheduling-policy priority``. Under the default ``fcfs`` the field is
+ignored by some versions and refused by others (HTTP 400 "Got priority N but Priority
+scheduling is not enabled", the engine's check, met by clients of vLLM servers in the field):
+nothing to gain and a line to lose. So the governor sends batch requests at the lowest
 priority only to a server it *knows* runs priority scheduling, from, in this order:
 
 1. the server's own start-up line ``non-default args: {...}`` in ``server_log_file`` (the

@@ -37,6 +37,7 @@ from daemon.engine.approvals.approvals_plane import ApprovalsPlane
 from daemon.engine.batches.batch_desk import BatchDesk
 from daemon.engine.batches.lane_steerer import LaneSteerer, journal_in_flight
 from daemon.engine.batches.lanes import BatchLanes
+from daemon.engine.batches.online_views import OnlineFeed
 from daemon.engine.evaluation.evaluator import Evaluator, EvaluatorMetrics
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.policy_plane import PolicyPlane
@@ -98,11 +99,16 @@ class Governor:
         # The composition root: each stage gets its collaborators here, in its constructor, in
         # the order they depend on each other; nothing is linked afterwards.
         self._signals = SignalPlane(loaded.config, clock, registry, secrets=secrets)
-        self._feed: SignalFeed = LiveFeed(self._signals) if feed is None else feed
+        # The batch lanes come first: the policies' views have their traffic taken out.
+        lanes = BatchLanes()
+        self._feed: SignalFeed = OnlineFeed(
+            LiveFeed(self._signals) if feed is None else feed,
+            lanes,
+            lambda: self._loaded.config.signals.window_s,
+            clock,
+        )
         self._signal_pages = PagedReplies(clock)
         self._ledger = PolicyLedger(StateStore(state_path), clock)
-        # The batch lanes: a restart closes its target's lane first (the actuators' hold).
-        lanes = BatchLanes()
         self._actuation = ActuationPlane(
             config,
             self._signals,

@@ -18,6 +18,7 @@ from daemon.sources import (
     host_source,
     mqtt_signals,
     nvml_signals,
+    own_signals,
     prometheus_signals,
     vllm_source,
 )
@@ -28,6 +29,7 @@ _BUILT_IN = (
     ("vllm.gate", gate_source.DECLARATIONS),
     ("sources.nvml", nvml_signals.DECLARATIONS),
     ("sources.host", host_source.DECLARATIONS),
+    ("batch", own_signals.DECLARATIONS),
 )
 BUILTIN = SignalRegistry.of(_BUILT_IN)
 

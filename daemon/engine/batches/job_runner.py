@@ -33,6 +33,7 @@ from collections import deque
 from daemon.batch.errors import BatchFileError
 from daemon.batch.input_file import BatchLine, read_batch_file
 from daemon.batch.jobs import BatchJob, JobState
+from daemon.batch.own_traffic import usage_of
 from daemon.batch.progress import RunStart
 from daemon.batch.result_files import ResultWriter
 from daemon.batch.result_lines import CANCELLED, EXPIRED, ResultFile, ResultLine, failed
@@ -202,7 +203,10 @@ class JobRunner:
                 self._ledger.back_to_pending(job_id, line.line_no)
                 todo.appendleft(line)
                 continue
-            self._record(line.line_no, send.result())
+            result = send.result()
+            if (usage := usage_of(result.data)) is not None:
+                self._lane.tally.answered(self._clock.monotonic(), usage)
+            self._record(line.line_no, result)
 
     async def _room_in_lane(self) -> bool:
         """Wait for room in the lane; False when the job's deadline passes first."""

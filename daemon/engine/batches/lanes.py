@@ -18,6 +18,8 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
+from daemon.batch.own_traffic import OwnTraffic, TrafficTally
+
 T = TypeVar("T")
 
 
@@ -35,6 +37,7 @@ class Lane:
         self._in_flight: list[asyncio.Task[Any]] = []  # oldest first
         self._room = asyncio.Event()
         self.narrowed = 0  # requests cancelled by narrowing, since start
+        self.tally = TrafficTally()  # the answers, for the online signals
 
     @property
     def in_flight(self) -> int:
@@ -69,6 +72,10 @@ class Lane:
         tasks = list(self._in_flight)
         if tasks:
             await asyncio.wait(tasks)
+
+    def traffic(self, window_s: float, now: float) -> OwnTraffic:
+        """The governor's batch traffic on the target now, and over the window ending now."""
+        return self.tally.over(window_s, now, self.in_flight)
 
     def status(self) -> dict[str, Any]:
         """The lane as ``batch status`` shows it."""

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def test_the_built_in_sources_declare_every_catalogue_name_and_their_maps() -> None:
     assert set(CATALOGUE) <= BUILTIN.names()
-    assert {d.source for d in BUILTIN} == {"vllm", "haproxy", "nvml", "host"}
+    assert {d.source for d in BUILTIN} == {"vllm", "haproxy", "nvml", "host", "governor"}
     gate_cap = BUILTIN.get("gate_cap")
     assert gate_cap is not None
     assert gate_cap.source == "haproxy"
