@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict
-from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 from actuators.vllm.atomic_files import FileSnapshot, snapshot
 from actuators.vllm.flows import forward
 from actuators.vllm.freezes import freeze_reason
 from actuators.vllm.knob_reader import KnobReader
+from actuators.vllm.pace import recent_changes
 from actuators.vllm.plan import ChangePlan, make_plan
 from actuators.vllm.preflight import Refusal, preflight, refuse
 from actuators.vllm.probes import probe, read_version
@@ -56,7 +55,6 @@ from daemon.api import (
 )
 
 Objection = Callable[[str, Clock, Path | None], Awaitable[str]]
-HOUR = timedelta(hours=1)
 
 
 class VllmActuator:
@@ -235,16 +233,8 @@ class VllmActuator:
             ActuationRefused: with every refusal found.
             ChangeInFlight: another change of this server is open in the journal.
         """
-        if self._journal.open_entry(instance.name) is not None:
-            message = f"another change of {instance.name} is in flight"
-            raise ChangeInFlight(message)
         now = self._clock.wall()
-        changed_at: dict[str, list[Any]] = {}
-        restarted_at = []
-        for entry in self._journal.applied_since(instance.name, now - HOUR):
-            restarted_at.append(entry.finished_at or entry.started_at)
-            for knob in entry.plan.get("knobs", {}):
-                changed_at.setdefault(knob, []).append(entry.finished_at or entry.started_at)
+        recent = recent_changes(self._journal, instance.name, now)  # raises ChangeInFlight
         refusals: list[Refusal] = preflight(
             instance,
             request,
@@ -252,9 +242,9 @@ class VllmActuator:
             registry,
             frozen=freeze_reason(self._freeze_dir, instance.name, now)
             or self._fleet_freeze.freeze_reason(instance.name, now, restart=True),
-            changed_at=changed_at,
+            changed_at=recent.changed_at,
             now=now,
-            restarted_at=restarted_at,
+            restarted_at=recent.restarted_at,
         )
         if all_checks or not refusals:
             config_text = plan.files[0].new_text
