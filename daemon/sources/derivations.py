@@ -95,13 +95,17 @@ def _reset_aware_increase(points: Sequence[Point]) -> float:
     Raises:
         Implausible: a value is no count, or the counter fell without resetting.
     """
-    for _, value in points:
-        if (problem := COUNT.problem(value)) is not None:
-            message = f"a counter value {problem}"
-            raise Implausible(message)
+    values = [value for _, value in points]
+    # Every value a count (the usual case) is checked at once; the sum is not finite when one
+    # value is not. Otherwise each is looked at, for the reason naming the first that is not.
+    if not (math.isfinite(sum(values)) and min(values) >= COUNT.low and max(values) <= COUNT.high):
+        for value in values:
+            if (problem := COUNT.problem(value)) is not None:
+                message = f"a counter value {problem}"
+                raise Implausible(message)
     increase = 0.0
-    previous = points[0][1]
-    for _, value in points[1:]:
+    previous = values[0]
+    for value in values[1:]:
         if value >= previous:
             increase += value - previous
         elif is_reset(previous, value):

@@ -80,8 +80,18 @@ class SeriesRing:
                 low = middle + 1
             else:
                 high = middle
-        points = []
-        for step in range(low, count):
-            index = (head + step) % count
-            points.append((data[2 * index], data[2 * index + 1]))
+        if low >= count:
+            return []
+        # The window is at most two runs of the array (before and after the wrap); each is
+        # copied by slicing, in C, rather than a point at a time.
+        first = head + low
+        if first >= count:
+            first -= count
+        if first < head or head == 0:
+            runs = [data[2 * first : 2 * (first + count - low)]]
+        else:
+            runs = [data[2 * first :], data[: 2 * head]]
+        points: list[tuple[float, float]] = []
+        for run in runs:
+            points.extend(zip(run[0::2], run[1::2], strict=True))
         return points
