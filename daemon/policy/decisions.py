@@ -23,6 +23,7 @@ class DecisionKind(Enum):
     ALERT = "alert"  # fires on missing data (assume_bad): tells people, never acts
     NOTIFY = "notify"  # a notify action: tells people (details: text, channels), never acts
     TUNE = "tune"  # a tune action is due: the engine runs a what-if (details: the question)
+    REALISED = "realised"  # a tuned change's effect measured (details: predicted, realised, error)
     ERROR = "error"  # a condition failed to evaluate (details: error); recorded once per message
 
 

@@ -278,6 +278,7 @@ def tune_question(tune: TuneSpec) -> dict[str, Any]:
         "profile": tune.profile,
         "ttft_slo_s": tune.ttft_slo_s,
         "tpot_slo_s": tune.tpot_slo_s,
+        "max_error": tune.max_error,
     }
 
 

@@ -137,6 +137,11 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
         ),
         "ttft_slo": ("The TTFT a request must meet.", ("2s",)),
         "tpot_slo": ("The TPOT a request must meet.", ("100ms",)),
+        "max_error": (
+            "After an applied change, the realised goodput is measured over a comparable "
+            "window; an error larger than this quarantines the policy on that target.",
+            ("30%",),
+        ),
     },
     "BatchModel": {
         "open": ("true: open the lane (concurrency required); false: close it.", (True,)),

@@ -128,8 +128,9 @@ class TuneModel(_Model):
     profile: str | None = None
     ttft_slo: str | int | float = "2s"
     tpot_slo: str | int | float = "100ms"
+    max_error: str | int | float = "30%"
 
-    @field_validator("min_gain")
+    @field_validator("min_gain", "max_error")
     @classmethod
     def _is_share(cls, value: str | int | float) -> str | int | float:
         parse_share(value)
@@ -301,6 +302,8 @@ class TuneSpec:
             default.
         ttft_slo_s: The TTFT a request must meet.
         tpot_slo_s: The TPOT a request must meet.
+        max_error: The largest goodput prediction error (a fraction) the realised effect of
+            an applied change may show before the policy is quarantined on that target.
     """
 
     knobs: tuple[str, ...]
@@ -310,6 +313,7 @@ class TuneSpec:
     profile: str | None
     ttft_slo_s: float
     tpot_slo_s: float
+    max_error: float = 0.30
 
 
 TUNABLE = ("max_num_seqs", "max_num_batched_tokens")

@@ -51,5 +51,6 @@ def tune_spec(model: TuneModel) -> tuple[TuneSpec | None, list[Problem]]:
         profile=model.profile,
         ttft_slo_s=parse_duration(model.ttft_slo),
         tpot_slo_s=parse_duration(model.tpot_slo),
+        max_error=parse_share(model.max_error),
     )
     return spec, []

@@ -46,7 +46,7 @@ def question_of_tune(tune: Mapping[str, Any]) -> Question:
 def tuned_decision(decision: Decision, report: WhatIfReport) -> Decision:
     """The ``tune`` decision answered: an intent to move to the pick, or blocked ``no_gain``."""
     assert decision.intent is not None
-    facts = counterfactual(report)
+    facts = counterfactual(report, float(decision.details["tune"].get("max_error", 0.30)))
     if report.pick is None:
         return dataclasses.replace(
             decision,
@@ -70,11 +70,12 @@ def failed_decision(decision: Decision, why: str) -> Decision:
     )
 
 
-def counterfactual(report: WhatIfReport) -> dict[str, Any]:
+def counterfactual(report: WhatIfReport, max_error: float = 0.30) -> dict[str, Any]:
     """The prediction a proposal carries (JSON-ready): now, after, the restart, the workload.
 
     ``after`` is the pick's prediction, or the best candidate's when nothing is picked; the
-    candidates are the best few, for ``explain``.
+    candidates are the best few, for ``explain``. ``max_error`` is the policy's: the realised
+    effect is judged against it later.
     """
     request = report.request
     best = next((p for p in report.ranked if p.setting == report.pick), report.ranked[0])
@@ -82,6 +83,7 @@ def counterfactual(report: WhatIfReport) -> dict[str, Any]:
     return {
         "objective": request.objective,
         "min_gain": request.min_gain,
+        "max_error": max_error,
         "predicted_gain": round(gain(best, report.current, request.objective), 4),
         "now": _outcome(report.current),
         "after": _outcome(best),

@@ -10,7 +10,8 @@ governor's systemd unit filters the resource-tuning system calls, and there the 
 the daemon's priority. A round that takes too long on the clock anyway
 (the machine busy with other work) is killed at ``wall_limit_s``. A cancelled round (the caller
 hung up, the daemon is stopping) kills the worker and reaps it. Pickle is safe here: both ends
-are this program, over a pipe only they hold.
+are this program, over a pipe only they hold. The same worker measures a tuned change's
+realised effect (:class:`~daemon.whatif.realised.RealisedCheck`), which reads as much.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 
 from daemon.whatif.errors import WhatIfError
 from daemon.whatif.planning import WhatIfReport
+from daemon.whatif.realised import Realised, RealisedCheck
 from daemon.whatif.rounds import Round, run_round
 
 DEFAULT_CPU_LIMIT_S = 120.0
@@ -51,6 +53,32 @@ async def plan_off_loop(
         WhatIfError: the worker refused the request, ran past its CPU or wall-clock bound, or
             failed.
     """
+    report = await _off_loop(job, cpu_limit_s, wall_limit_s)
+    if not isinstance(report, WhatIfReport):
+        message = f"the what-if worker answered a {type(report).__name__}, not a report"
+        raise WhatIfError(message)
+    return report
+
+
+async def measure_off_loop(
+    check: RealisedCheck,
+    *,
+    cpu_limit_s: float = DEFAULT_CPU_LIMIT_S,
+    wall_limit_s: float = DEFAULT_WALL_LIMIT_S,
+) -> Realised:
+    """Measure a tuned change's realised effect in a worker process, as a round is planned.
+
+    Raises:
+        WhatIfError: too little data, or the worker failed or ran past its bounds.
+    """
+    realised = await _off_loop(check, cpu_limit_s, wall_limit_s)
+    if not isinstance(realised, Realised):
+        message = f"the what-if worker answered a {type(realised).__name__}, not a measurement"
+        raise WhatIfError(message)
+    return realised
+
+
+async def _off_loop(job: Round | RealisedCheck, cpu_limit_s: float, wall_limit_s: float) -> object:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -74,9 +102,8 @@ async def plan_off_loop(
             await process.wait()
     code = process.returncode
     if code == 0:
-        report = pickle.loads(out)  # noqa: S301 - our own child, over our own pipe
-        if isinstance(report, WhatIfReport):
-            return report
+        answer: object = pickle.loads(out)  # noqa: S301 - our own child, over our own pipe
+        return answer
     said = err.decode(errors="replace").strip().splitlines()
     if code == _EXIT_REFUSED and said:
         raise WhatIfError(said[-1])
@@ -94,11 +121,11 @@ def main() -> int:
     _lower_priority()
     job = pickle.load(sys.stdin.buffer)  # noqa: S301 - the daemon's own request
     try:
-        report = run_round(job)
+        answer = job() if isinstance(job, RealisedCheck) else run_round(job)
     except WhatIfError as exc:
         print(exc, file=sys.stderr)
         return _EXIT_REFUSED
-    sys.stdout.buffer.write(pickle.dumps(report))
+    sys.stdout.buffer.write(pickle.dumps(answer))
     return 0
 
 

@@ -25,7 +25,7 @@ from daemon.whatif.tuning import tuned_decision
 from simulator.synthetic_workloads import Z90
 from tests.support.slack_double import SlackDouble
 from tests.support.slack_double.approvals_rig import approvals_rig
-from tests.support.slack_double.messages import header, top_messages
+from tests.support.slack_double.messages import CHANNEL, header, top_messages
 from tests.support.tasks import eventually
 
 pytestmark = pytest.mark.asyncio
@@ -112,3 +112,21 @@ async def test_the_slack_message_and_the_cli_carry_the_prediction(
     assert "workload: 8.00 req/s over the last 10 min" in printed
     assert stored.record.proposal.forecast is not None
     assert stored.record.proposal.forecast.after.goodput_rps == after["goodput_rps"]
+
+
+async def test_the_realised_effect_is_told_in_the_proposals_thread(
+    short_tmp: Path, double: SlackDouble
+) -> None:
+    async with approvals_rig(short_tmp, double) as rig:
+        rig.plane.propose(tuned_intent())
+        await eventually(lambda: len(top_messages(double)) == 1, "the proposal's message")
+        message = top_messages(double)[0]
+        await eventually(lambda: bool(rig.plane.store.pending()[0].ts), "its ts stored")
+        told = await rig.plane.reply_in_thread("tpot-tune", "main", "realised: goodput error +1%")
+        elsewhere = await rig.plane.reply_in_thread("other", "main", "no proposal of mine")
+    assert told
+    assert elsewhere
+    [reply] = double.store.replies(CHANNEL, message.ts)
+    assert reply.text == "realised: goodput error +1%"
+    # A policy without a posted proposal on the target says it in the channel instead.
+    assert [m.text for m in top_messages(double)][1:] == ["*main*: no proposal of mine"]

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -26,6 +27,7 @@ from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
 from daemon.policy.loading import parse_policy
 from daemon.policy.planner import KnobHistory
+from daemon.policy.spec import PolicySpec
 from daemon.policy.state import PolicyState
 from simulator.synthetic_workloads import GammaArrivals, LogNormalLengths, WorkloadSpec, generate
 from tests.unit.whatif.metric_histories import INSTANCE, history
@@ -81,7 +83,16 @@ def ledger(tmp_path: Path) -> Iterator[PolicyLedger]:
     store.close()
 
 
-def _tuner(tmp_path: Path, ledger: PolicyLedger, routed: list[Decision]) -> Tuner:
+async def _no_reply(_policy: str, _target: str, _text: str) -> bool:
+    return False
+
+
+def _tuner(
+    tmp_path: Path,
+    ledger: PolicyLedger,
+    routed: list[Decision],
+    specs: tuple[PolicySpec, ...] = (),
+) -> Tuner:
     spec = WorkloadSpec(
         name="code-like",
         duration_s=600,
@@ -102,8 +113,11 @@ def _tuner(tmp_path: Path, ledger: PolicyLedger, routed: list[Decision]) -> Tune
         ledger,
         CollectorRegistry(),
         knobs=lambda: {INSTANCE: IN_FORCE},
-        specs=lambda: (),
+        specs=lambda: specs,
         route=route,
+        quarantine=lambda policy, target, why: None,
+        tell=lambda decisions: None,
+        reply=_no_reply,
     )
 
 
@@ -181,6 +195,9 @@ async def test_too_little_data_is_a_failed_round_never_a_change(
         knobs=lambda: {INSTANCE: IN_FORCE},
         specs=lambda: (),
         route=lambda accepted: [],
+        quarantine=lambda policy, target, why: None,
+        tell=lambda decisions: None,
+        reply=_no_reply,
     )
 
     (failed,) = await empty.run_one(due)
@@ -188,3 +205,27 @@ async def test_too_little_data_is_a_failed_round_never_a_change(
     assert failed.kind is DecisionKind.BLOCKED
     assert failed.guard == "whatif_failed"
     assert failed.details["reason"]
+
+
+async def test_explain_shows_the_last_round_or_runs_one_now(
+    tmp_path: Path, ledger: PolicyLedger
+) -> None:
+    spec = parse_policy(POLICY, Path("tpot-tune.yaml"))
+    routed: list[Decision] = []
+    tuner = _tuner(tmp_path, ledger, routed, (spec,))
+    before: dict[str, Any] = {"targets": {INSTANCE: {}}}
+    await tuner.explained("tpot-tune", before, fresh=False)
+    now: dict[str, Any] = {"targets": {INSTANCE: {}}}
+    await tuner.explained("tpot-tune", now, fresh=True)
+    other: dict[str, Any] = {"targets": {INSTANCE: {}}}
+    await tuner.explained("no-such-policy", other, fresh=True)
+
+    assert before["targets"][INSTANCE]["tune"]["report"] is None
+    shown = now["targets"][INSTANCE]["tune"]
+    assert shown["question"]["knobs"] == ["max_num_batched_tokens"]
+    report = shown["report"]
+    assert {c["max_num_batched_tokens"] for c in report["candidates"]} == {2048, 4096, 8192}
+    assert report["pick"] is not None
+    assert shown["counterfactual"]["after"]["goodput_rps"] > 0
+    assert routed == []  # explaining proposes nothing
+    assert other == {"targets": {INSTANCE: {}}}

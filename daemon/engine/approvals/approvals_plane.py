@@ -304,6 +304,36 @@ class ApprovalsPlane:
         log.warning("freeze lifted", extra={"target": target, "by": by, "lifted": lifted})
         return {"target": target, "lifted": lifted}
 
+    async def reply_in_thread(self, policy: str, target: str, text: str) -> bool:
+        """Reply in the thread of ``policy``'s latest posted proposal on ``target``.
+
+        Where there is none (an automatic change, or no Slack message yet), the text goes to
+        the channel as a plain message. False (logged) when Slack did not take it.
+        """
+        if self.slack is None:
+            log.info("thread reply (no Slack configured)", extra={"target": target, "text": text})
+            return False
+        latest = next(
+            (
+                stored
+                for stored in sorted(
+                    self.store.listing(), key=lambda s: s.record.proposal.created_at, reverse=True
+                )
+                if stored.record.proposal.policy == policy
+                and stored.record.proposal.instance == target
+                and stored.ts is not None
+            ),
+            None,
+        )
+        if latest is None or latest.channel is None:
+            return await self.slack.notify(text, target)
+        try:
+            await self.slack.api.post(latest.channel, text, thread_ts=latest.ts)
+        except ApprovalError as exc:  # SlackCallFailed: the call failed for good
+            log.warning("thread reply not sent", extra={"error": str(exc), "target": target})
+            return False
+        return True
+
     async def notify(self, text: str, target: str = "") -> bool:
         """Post a plain message to the approvals channel; False when it could not be sent."""
         if self.slack is None:

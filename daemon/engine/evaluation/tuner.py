@@ -8,6 +8,13 @@ through the same planner as any other (envelopes, dwell, budgets, vetoes), then 
 (freezes, quarantines, approvals): a risky one becomes a proposal that carries its prediction.
 Rounds run one at a time, one per (policy, target) waiting at most; the last report of each is
 kept for ``explain``, which may also ask for a round now (:meth:`Tuner.explained`).
+
+Once a tuned change is in force (the knobs read back as the pick), the tuner waits out the
+restart and the round's window, measures what the setting really did in the same worker
+(:mod:`daemon.whatif.realised`) and records a ``realised`` decision with the prediction's error
+(a metric, the audit log, a message to people); a comparable window whose error is beyond the
+policy's ``max_error`` quarantines the policy on that target, saying why. What is awaited is
+kept in memory: a governor restarted meanwhile does not measure that change.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
@@ -31,19 +38,27 @@ from daemon.policy.tick import StateKey, vetoes_in_force
 from daemon.sources.store import SignalStore
 from daemon.whatif.errors import WhatIfError
 from daemon.whatif.planning import WhatIfReport
+from daemon.whatif.realised import HISTOGRAMS, RealisedCheck
 from daemon.whatif.rounds import Round
-from daemon.whatif.series_snapshot import snapshot
+from daemon.whatif.series_snapshot import READ, snapshot
+from daemon.whatif.tuned_effects import EffectWatch, Expected, realised_decision
 from daemon.whatif.tuning import (
     counterfactual,
     failed_decision,
     question_of_tune,
     tuned_decision,
 )
-from daemon.whatif.worker import plan_off_loop
+from daemon.whatif.worker import measure_off_loop, plan_off_loop
 
 log = logging.getLogger(__name__)
 
 PlanRound = Callable[[Round], Awaitable[WhatIfReport]]
+
+CHECK_INTERVAL_S = 30.0
+"""How often tuned changes are looked at: in force yet, and their window passed?"""
+
+LATENCIES = tuple(f"{name}_bucket" for name in HISTOGRAMS)
+"""The per-request latency histograms a realised effect reads, besides the round's series."""
 
 
 class Tuner:
@@ -60,8 +75,18 @@ class Tuner:
         knobs: Callable[[], Mapping[str, Mapping[str, float]]],
         specs: Callable[[], Sequence[PolicySpec]],
         route: Callable[[Sequence[Decision]], Sequence[Decision]],
+        quarantine: Callable[[str, str, str], None],
+        tell: Callable[[Sequence[Decision]], None],
+        reply: Callable[[str, str, str], Awaitable[bool]],
         plan_round: PlanRound = plan_off_loop,
     ) -> None:
+        """Build the stage from its ports.
+
+        ``route`` takes accepted intents (the router); ``quarantine`` stops a policy on a
+        target with a reason (the actuation journal's quarantine); ``tell`` takes the
+        ``realised`` decisions whose text goes to its channels (MQTT); ``reply`` posts the
+        text in the Slack thread of the policy's proposal on the target.
+        """
         self._config = config
         self._store = store
         self._knobs = knobs
@@ -69,7 +94,12 @@ class Tuner:
         self._ledger = ledger
         self._specs = specs
         self._route = route
+        self._quarantine = quarantine
+        self._tell = tell
+        self._reply = reply
         self._plan_round = plan_round
+        self._measure_off_loop = measure_off_loop
+        self._effects = EffectWatch()
         self._queue: asyncio.Queue[Decision] = asyncio.Queue()
         self._waiting: set[StateKey] = set()
         self._one_at_a_time = asyncio.Lock()
@@ -78,6 +108,13 @@ class Tuner:
             "vllm_governor_tune_rounds",
             "What-if rounds of tune policies, by outcome (intent, no_gain, whatif_failed).",
             ["policy", "target", "outcome"],
+            registry=registry,
+        )
+        self._errors = Gauge(
+            "vllm_governor_tune_prediction_error",
+            "Goodput prediction error of the last tuned change measured on each target "
+            "(realised over predicted SLO attainment, minus one).",
+            ["policy", "target"],
             registry=registry,
         )
         self._cpu = Histogram(
@@ -96,8 +133,11 @@ class Tuner:
                 self._queue.put_nowait(decision)
 
     def tasks(self) -> list[EternalTask]:
-        """The planner of tune rounds."""
-        return [EternalTask("tune planner", self._run)]
+        """The planner of tune rounds, and the checker of tuned changes' effects."""
+        return [
+            EternalTask("tune planner", self._run),
+            EternalTask("tuned change checker", self._check_forever),
+        ]
 
     async def _run(self, readiness: Readiness) -> None:
         readiness.started()
@@ -123,7 +163,58 @@ class Tuner:
         self._record([*result.accepted, *result.blocked])
         blocked = list(self._route(result.accepted))
         self._record(blocked)
+        stopped = {(d.policy, d.target) for d in blocked}
+        for accepted in result.accepted:
+            if (accepted.policy, accepted.target) not in stopped:
+                self._effects.expect(accepted, now)
         return [*result.accepted, *result.blocked, *blocked]
+
+    def expect_effect(self, accepted: Decision) -> None:
+        """Await the effect of a tuned intent handed on (``run_one`` does it for its own)."""
+        self._effects.expect(accepted, self._clock.monotonic())
+
+    async def _check_forever(self, readiness: Readiness) -> None:
+        readiness.started()
+        while True:
+            await asyncio.sleep(CHECK_INTERVAL_S)
+            await self.check_effects()
+
+    async def check_effects(self) -> list[Decision]:
+        """Measure each tuned change whose window has passed since it came into force."""
+        now = self._clock.monotonic()
+        due = self._effects.due(self._knobs(), now)
+        measured = [await self._measure(expected, now) for expected in due]
+        return [decision for decision in measured if decision is not None]
+
+    async def _measure(self, expected: Expected, now: float) -> Decision | None:
+        window_s = expected.window_s
+        check = RealisedCheck(
+            series=snapshot(self._store, expected.target, now - window_s, (*READ, *LATENCIES)),
+            instance=expected.target,
+            now=now,
+            window_s=window_s,
+            slo=expected.slo,
+        )
+        try:
+            async with self._one_at_a_time:
+                realised = await self._measure_off_loop(check)
+        except WhatIfError as exc:
+            log.warning(
+                "a tuned change's effect could not be measured",
+                extra={"policy": expected.policy, "target": expected.target, "error": str(exc)},
+            )
+            return None
+        decision = realised_decision(expected, realised, now)
+        details = decision.details
+        self._errors.labels(policy=expected.policy, target=expected.target).set(
+            details["goodput_error"]
+        )
+        if details["quarantined"]:
+            self._quarantine(expected.policy, expected.target, details["why"])
+        self._record([decision])
+        self._tell([decision])
+        await self._reply(expected.policy, expected.target, details["text"])
+        return decision
 
     async def explained(self, name: str, answer: dict[str, Any], *, fresh: bool) -> None:
         """Add a tune policy's what-if to ``explain``'s answer, per target (``tune``).

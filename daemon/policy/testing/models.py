@@ -45,6 +45,7 @@ KIND_NAMES = Literal[
     "alert",
     "notify",
     "tune",
+    "realised",
     "error",
     "applied",
     "proposed",
@@ -117,9 +118,9 @@ class ExpectedDecisionModel(_Model):
     target: str | None = Field(default=None, description="The target it decided about.")
     kind: KIND_NAMES | None = Field(
         default=None,
-        description="fired, resolved, intent, blocked, shadow, alert, notify, tune, error; "
-        "applied (changed by the "
-        "simulated actuator) or proposed (waiting for an approval).",
+        description="fired, resolved, intent, blocked, shadow, alert, notify, tune, realised, "
+        "error; applied (changed by the simulated actuator) or proposed (waiting for an "
+        "approval).",
     )
     set: Knobs | None = Field(
         default=None,

@@ -116,8 +116,8 @@ def test_a_good_file_loads(tmp_path: Path) -> None:
             ("decisions: []", "decisions: [{kind: approved}]"),
             [
                 "t.test.yaml:12:22: tests.0.expect.0.decisions.0.kind: expected 'fired', "
-                "'resolved', 'intent', 'blocked', 'shadow', 'alert', 'notify', 'tune', 'error', "
-                "'applied' or 'proposed'"
+                "'resolved', 'intent', 'blocked', 'shadow', 'alert', 'notify', 'tune', 'realised', "
+                "'error', 'applied' or 'proposed'"
             ],
         ),
         (
