@@ -272,6 +272,14 @@ def _compile(
     )
     if action is not None and model.action is not None and live_targets:
         action = _live_action(model, action, live_targets, document, issues)
+    opens_lane = action is not None and action.batch is not None and action.batch.concurrency
+    if opens_lane and model.on_no_data == "assume_bad":
+        # A batch lane acts through its policy's firing, and assume_bad fires on missing data.
+        message = (
+            "an opening batch lane never acts on missing data: assume_bad would open it on no "
+            "data (use hold or assume_ok; a closing one, open: false, may use it)"
+        )
+        issues.append(_issue(document, ("on_no_data",), message))
     windows = []
     for index, window in enumerate(model.schedule.windows if model.schedule else ()):
         try:

@@ -94,15 +94,25 @@ def main_status(args: argparse.Namespace) -> int:
 
 
 def status_line(row: dict[str, Any]) -> str:
-    """One job as a line: id, state, progress, ETA, target, and why it is in its state."""
+    """One job as a line: id, state, progress, ETA, its lane, target, and why it is so."""
     total, done = row["total"], row["done"]
     share = 100.0 * done / total if total else 100.0
     eta = "" if row["state"] != "running" else f", ETA {_duration(row['eta_s'])}"
     reason = f" ({row['reason']})" if row["reason"] else ""
     return (
         f"{row['job']} {row['state']}: {done}/{total} ({share:.0f}%), "
-        f"{row['in_flight']} in flight{eta}, target {row['target']}{reason}"
+        f"{row['in_flight']} in flight{eta}{_lane(row)}, target {row['target']}{reason}"
     )
+
+
+def _lane(row: dict[str, Any]) -> str:
+    """The running job's lane: how wide, or closed and why (a closed lane sends nothing)."""
+    lane = row.get("lane")
+    if row["state"] != "running" or not isinstance(lane, dict):
+        return ""
+    if lane.get("width"):
+        return f", lane {lane['width']} wide"
+    return f", lane closed ({lane.get('reason', '')})"
 
 
 def main_steer(args: argparse.Namespace) -> int:

@@ -11,9 +11,10 @@ import pytest
 from daemon.core.errors import ConfigError
 from daemon.policy.batch_lane import LaneWidth, fcfs_bound, lane_width
 from daemon.policy.evaluate import TargetView, evaluate
-from daemon.policy.loading import parse_policy
+from daemon.policy.loading import load_policy, parse_policy
 from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState
+from daemon.policy.testing.runner import run_file
 
 WALL = datetime(2026, 12, 2, 3, 0, tzinfo=UTC)  # a Wednesday, 03:00 UTC
 FIRING = PolicyState(Phase.FIRING, since=0.0)
@@ -173,3 +174,34 @@ def test_under_fcfs_the_lane_is_tight() -> None:
     assert (waiting.width, waiting.policy) == (0, "night-batch")
     assert "wait in vLLM" in waiting.reason
     assert fcfs_bound(wide, TargetView("main", {}, seqs), 0.25).width == 0
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "policies"
+
+
+def test_the_example_window_passes_its_policy_tests() -> None:
+    result = run_file(EXAMPLE / "tests" / "batch-window.test.yaml")
+    assert result.issues == ()
+    assert [failure for case in result.cases for failure in case.failures] == []
+    assert len(result.cases) == 3
+
+
+def test_the_example_window_grows_while_tokens_are_fast_and_leaves_online_its_slots() -> None:
+    spec = load_policy(EXAMPLE / "batch-window.yaml")
+    firing = {"batch-window": FIRING}
+    quiet = {"running": 3.0, "waiting": 0.0, "tpot_p95_s": 0.03}
+    assert _width([spec], firing, quiet, current=4) == (8, "batch-window")  # + 4 a look
+    assert _width([spec], firing, {**quiet, "tpot_p95_s": 0.06}, current=4) == (4, "batch-window")
+    assert _width([spec], firing, {**quiet, "running": 45.0}, current=8) == (3, "batch-window")
+    assert _width([spec], firing, quiet, current=9) == (10, "batch-window")  # the ceiling
+
+
+def test_an_opening_lane_may_not_fire_on_missing_data_a_closing_one_may() -> None:
+    problems = _problems(OPEN + "on_no_data: assume_bad\n")
+    assert any(
+        re.match(r"p.yaml:\d+:\d+: on_no_data: an opening batch lane never acts on missing", p)
+        for p in problems
+    ), problems
+    closing = _spec(CLOSE + "on_no_data: assume_bad\n")
+    assert closing.action is not None
+    assert closing.action.batch is not None
