@@ -9,34 +9,18 @@ win. ``goodput_*`` counts only requests that met both; rates are over the run's 
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
+from simulator.lanes import lanes_report
 from simulator.profiles import EngineProfile
-from simulator.requests import FinishedRequest, Outcome
-from simulator.settings import EngineSettings
+from simulator.requests import Outcome
+from simulator.settings import EngineSettings, SchedulingPolicy
+from simulator.slo import TPOT_SLO_S, TTFT_SLO_S, meets_slo, percentile
 from simulator.virtual_time import VirtualRun
 
-TTFT_SLO_S = 2.0
-TPOT_SLO_S = 0.100
-
-
-def meets_slo(record: FinishedRequest) -> bool:
-    """Whether one request met both objectives."""
-    if record.outcome is not Outcome.COMPLETED or record.ttft_s is None:
-        return False
-    return record.ttft_s <= TTFT_SLO_S and (record.tpot_s is None or record.tpot_s <= TPOT_SLO_S)
-
-
-def percentile(values: Sequence[float], share: float) -> float | None:
-    """Nearest-rank percentile (``share`` in 0-1) of ``values``; None when there are none."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = max(1, math.ceil(share * len(ordered)))
-    return ordered[rank - 1]
+# Where the rule and the percentile lived first; the daemon's simulation imports them here.
+__all__ = ["TPOT_SLO_S", "TTFT_SLO_S", "assumptions", "build_report", "meets_slo", "percentile"]
 
 
 def build_report(
@@ -75,12 +59,16 @@ def build_report(
         "workload": workload,
         "profile": profile.model_dump(),
         "settings": settings.summary(),
-        "assumptions": assumptions(profile),
+        "assumptions": assumptions(profile, settings.scheduling_policy),
         "timeseries": [asdict(sample) for sample in run.samples],
+        # Online (priority 0 or below) and batch (priority above 0) apart: simulator/lanes.py.
+        "lanes": lanes_report(records),
     }
 
 
-def assumptions(profile: EngineProfile) -> list[str]:
+def assumptions(
+    profile: EngineProfile, policy: SchedulingPolicy = SchedulingPolicy.FCFS
+) -> list[str]:
     """What the numbers rest on, in words, for every report."""
     return [
         f"profile {profile.name}: step_us = {profile.beta0_us:g} + "
@@ -94,8 +82,21 @@ def assumptions(profile: EngineProfile) -> list[str]:
         f"KV cache: {profile.kv_blocks} blocks of {profile.block_size} tokens; no prefix caching",
         f"restart: {profile.restart_s:g} s down at default settings (warm compile cache), of which "
         f"{profile.cuda_graph_capture_s:g} s CUDA-graph capture scaled by the graphs captured",
-        "scheduler: vLLM V1 (0.33) FCFS, decodes budgeted before partial prefills, recompute "
-        "preemption of the newest running request, no async-scheduling overlap",
+        _scheduler_assumption(policy),
         f"SLO per request: TTFT <= {TTFT_SLO_S:g} s and TPOT <= {TPOT_SLO_S * 1000:g} ms; "
         "aborted and rejected requests are misses",
     ]
+
+
+def _scheduler_assumption(policy: SchedulingPolicy) -> str:
+    if policy == SchedulingPolicy.PRIORITY:
+        return (
+            "scheduler: vLLM V1 (0.33) with --scheduling-policy priority: waiting requests by "
+            "(priority, arrival), decodes budgeted before partial prefills, recompute "
+            "preemption of the running request with the largest (priority, arrival), no "
+            "async-scheduling overlap"
+        )
+    return (
+        "scheduler: vLLM V1 (0.33) FCFS, decodes budgeted before partial prefills, recompute "
+        "preemption of the newest running request, no async-scheduling overlap"
+    )

@@ -4,7 +4,9 @@ A restart is a new process whose counters start at zero (as vLLM's do), so a run
 restarts is told by the lines of every process together, in the order they ran. Each line
 counts the requests that ended in this process by outcome, those that met the SLO
 (:func:`simulator.report.meets_slo`: the same rule as ``sim run``'s report) and their output
-tokens, the preemptions, and which slice of the ``--load`` workload this process dealt with:
+tokens, the preemptions, the two lanes apart (``lanes``: online requests and those that met
+the SLO; batch requests, those completed and their output tokens; :mod:`simulator.lanes`
+says which is which), and which slice of the ``--load`` workload this process dealt with:
 arrivals ``[first, next)`` in workload order, so that the arrivals no process dealt with
 (they fell while the server was down) can be counted by whoever reads the lines. A process
 stopped while it was still loading writes a line too, with ``ready_at`` null and no requests.
@@ -18,8 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simulator.report import meets_slo
-from simulator.requests import FinishedRequest
+from simulator.lanes import Lane, lane_of
+from simulator.requests import FinishedRequest, Outcome
+from simulator.slo import meets_slo
 
 
 @dataclass
@@ -31,21 +34,40 @@ class RunLedger:
         met_slo: Completed requests that met both objectives.
         output_tokens: Output tokens of completed requests.
         good_output_tokens: Output tokens of the requests that met the SLO.
+        online_requests: Requests of the online lane.
+        online_met_slo: Online requests that met both objectives.
+        batch_requests: Requests of the batch lane.
+        batch_completed: Batch requests completed.
+        batch_output_tokens: Output tokens of completed batch requests.
     """
 
     outcomes: Counter[str] = field(default_factory=Counter)
     met_slo: int = 0
     output_tokens: int = 0
     good_output_tokens: int = 0
+    online_requests: int = 0
+    online_met_slo: int = 0
+    batch_requests: int = 0
+    batch_completed: int = 0
+    batch_output_tokens: int = 0
 
     def observe(self, record: FinishedRequest) -> None:
         """Count one request that ended."""
         self.outcomes[record.outcome.value] += 1
-        if record.outcome.value == "completed":
+        completed = record.outcome is Outcome.COMPLETED
+        if completed:
             self.output_tokens += record.output_tokens
-        if meets_slo(record):
+        met = meets_slo(record)
+        if met:
             self.met_slo += 1
             self.good_output_tokens += record.output_tokens
+        if lane_of(record.priority) is Lane.BATCH:
+            self.batch_requests += 1
+            self.batch_completed += completed
+            self.batch_output_tokens += record.output_tokens if completed else 0
+        else:
+            self.online_requests += 1
+            self.online_met_slo += met
 
 
 def summary_line(
@@ -69,6 +91,17 @@ def summary_line(
         "output_tokens": ledger.output_tokens,
         "good_output_tokens": ledger.good_output_tokens,
         "preemptions": preemptions,
+        "lanes": {
+            Lane.ONLINE.value: {
+                "requests": ledger.online_requests,
+                "met_slo": ledger.online_met_slo,
+            },
+            Lane.BATCH.value: {
+                "requests": ledger.batch_requests,
+                "completed": ledger.batch_completed,
+                "output_tokens": ledger.batch_output_tokens,
+            },
+        },
         "load": load,
     }
 
