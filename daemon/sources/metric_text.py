@@ -85,10 +85,15 @@ def plain_value(number: str) -> float | None:
 
 
 def _number_value(number: str) -> float:
-    try:
-        return float(int(number))  # prometheus_client tries int() first: -0 reads as 0
-    except ValueError:
-        return float(number)
+    """A plain number's value as prometheus_client reads it: int() first, then float().
+
+    On a plain number the two agree (both round correctly) but for an integer's zero: int()
+    reads "-0" as 0. So float() it is, without the cost of int() failing on every fraction.
+    """
+    value = float(number)
+    if value == 0.0 and number.lstrip("+-").isdigit():
+        return 0.0
+    return value
 
 
 def _plain_samples(text: str) -> list[ParsedSample]:

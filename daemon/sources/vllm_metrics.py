@@ -44,11 +44,10 @@ from daemon.sources.metric_pages import PageLimits, check_labels, check_sample_c
 from daemon.sources.metric_text import ParsedSample, page_samples, plain_samples, plain_value
 from daemon.sources.page_shapes import PageMemo, PageShape, page_shape
 from daemon.sources.samples import Labels, Sample, SeriesKey
+from daemon.sources.vllm_layout import Layout, evaluate, layout
 from daemon.sources.vllm_vocabulary import (
-    BY_NAME,
     KNOWN_UNUSED_FAMILIES,
     SIGNALS,
-    Aggregation,
     Kind,
     Signal,
 )
@@ -310,15 +309,6 @@ class _Gathered:
             self.unknown.add("vllm:" + family)
 
 
-def _reduce(aggregation: Aggregation, values: list[float]) -> float | None:
-    """One instance-wide value from the engines' values; None when a setting disagrees."""
-    if aggregation is Aggregation.SUM:
-        return math.fsum(values)
-    if aggregation is Aggregation.MEAN:
-        return math.fsum(values) / len(values)
-    return values[0] if all(value == values[0] for value in values) else None
-
-
 def _samples(text: str) -> Iterator[ParsedSample]:
     """The parser's samples, one at a time, with only the parser's own errors translated.
 
@@ -424,6 +414,11 @@ class VllmPagePlan:
     unknown: frozenset[str]
     underscore: bool
     unplaceable: int
+    # Each output's members as positions among the page's numbers (an info family's value,
+    # read from its label, among the constants after them); None when the page it was learned
+    # from had a value that was not finite, which changes the outputs.
+    layout: Layout[int] | None = None
+    constants: tuple[float, ...] = ()
 
 
 def _parse_in_steps(
@@ -440,9 +435,9 @@ def _parse_in_steps(
     shape = page_shape(text.split("\n")) if memo is not None else None
     if memo is not None and shape is not None:
         plan = memo.recall(shape)
-        replayed = _replayed(plan, shape, instance, limits) if plan is not None else None
-        if replayed is not None:
-            return _canonical(replayed, at, source)
+        known = _read_by_plan(plan, shape, instance, limits, at, source) if plan else None
+        if known is not None:
+            return known
     gathered = _Gathered(instance, limits)
     fed: list[tuple[str, dict[str, str], tuple[_Placement, ...]]] = []
     for piece in page_slices(text):
@@ -462,16 +457,42 @@ def _parse_in_steps(
     return _canonical(gathered, at, source)
 
 
-def _replayed(
-    plan: VllmPagePlan, shape: PageShape, instance: str, limits: PageLimits
-) -> _Gathered | None:
-    """The page gathered from its numbers by ``plan``; None when a number is not plain.
+def _read_by_plan(  # noqa: PLR0917 - the parse's own arguments, and the plan
+    plan: VllmPagePlan,
+    shape: PageShape,
+    instance: str,
+    limits: PageLimits,
+    at: float,
+    source: str,
+) -> VllmScrape | None:
+    """The page read from its numbers by ``plan``; None when a number is not plain.
 
     A number that is not plain (``1_000``, a long one) would send the page to
-    prometheus_client, whose reading may differ, so the page is parsed in full instead.
+    prometheus_client, whose reading may differ, so the page is parsed in full instead. When
+    every value is finite (the usual page), the plan's layout gives the samples directly;
+    otherwise the values are placed as a full parse places them, and laid out anew.
     """
     if plan.instance != instance or len(plan.placements) != len(shape.numbers):
         return None
+    values: list[float] = []
+    for number in shape.numbers:
+        value = plain_value(number)
+        if value is None:
+            return None
+        values.append(value)
+    if plan.layout is not None and _all_finite(values):
+        values.extend(plan.constants)
+        samples, inconsistent = evaluate(plan.layout, values.__getitem__, at, source)
+        return VllmScrape(
+            samples=tuple(samples),
+            engines=tuple(sorted(plan.engines)),
+            unknown_families=plan.unknown,
+            deprecated_families=plan.layout.deprecated,
+            superseded_families=plan.layout.superseded,
+            inconsistent_signals=frozenset(inconsistent),
+            dropped_samples=plan.unplaceable,
+            underscore_prefix=plan.underscore,
+        )
     gathered = _Gathered(
         instance,
         limits,
@@ -481,14 +502,16 @@ def _replayed(
         underscore=plan.underscore,
         unplaceable=plan.unplaceable,
     )
-    for number, placements in zip(shape.numbers, plan.placements, strict=True):
-        value = plain_value(number)
-        if value is None:
-            return None
+    for value, placements in zip(values, plan.placements, strict=True):
         for placement in placements:
             if not gathered.place(placement, value):
                 return None  # cannot happen (the shape was read without duplicates)
-    return gathered
+    return _canonical(gathered, at, source)
+
+
+def _all_finite(values: list[float]) -> bool:
+    # A NaN or an infinity makes the sum so; a sum of finite values may overflow, rarely.
+    return math.isfinite(sum(values)) or all(map(math.isfinite, values))
 
 
 def _learn(
@@ -522,73 +545,61 @@ def _learn(
     ):
         memo.forget()
         return
+    placements = tuple(placements for _, _, placements in fed)
+    positions, constants = _positions(placements)
+    laid_out = None
+    if gathered.dropped == 0:
+        per_engine = len(gathered.engines) > 1
+        laid_out = layout(positions, gathered.families, set(), per_engine=per_engine)
     plan = VllmPagePlan(
         instance=gathered.instance,
-        placements=tuple(placements for _, _, placements in fed),
+        placements=placements,
         engines=frozenset(gathered.engines),
         unknown=frozenset(gathered.unknown),
         underscore=gathered.underscore,
         unplaceable=gathered.unplaceable,
+        layout=laid_out,
+        constants=tuple(constants),
     )
     memo.keep(shape, plan)
 
 
+def _positions(
+    placements: tuple[tuple[_Placement, ...], ...],
+) -> tuple[dict[str, dict[int, dict[SeriesKey, tuple[int, SeriesKey | None]]]], list[float]]:
+    """Each series' position among a page's numbers, gathered as a parse gathers values.
+
+    An info family's value comes from its label, not its number: it is put among constants
+    that follow the numbers, and its position is there.
+    """
+    positions: dict[str, dict[int, dict[SeriesKey, tuple[int, SeriesKey | None]]]] = {}
+    constants: list[float] = []
+    for line, line_placements in enumerate(placements):
+        for placement in line_placements:
+            position = line
+            if placement.fixed is not None:
+                position = len(placements) + len(constants)
+                constants.append(placement.fixed)
+            by_rank = positions.setdefault(placement.signal, {})
+            by_rank.setdefault(placement.rank, {})[placement.key] = (position, placement.aggregate)
+    return positions, constants
+
+
 def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
-    samples: list[Sample] = []
-    deprecated: set[str] = set()
-    superseded: set[str] = set()
-    inconsistent: set[str] = set()
-    for name, by_rank in gathered.values.items():
-        rank = min(by_rank)
-        if rank > 0:
-            deprecated.add(gathered.families[name, rank])
-        superseded.update(gathered.families[name, other] for other in by_rank if other != rank)
-        signal = BY_NAME[name]
-        explicit, groups = _emit_series(
-            by_rank[rank], at, source, samples, per_engine=len(gathered.engines) > 1
-        )
-        for key, values in groups.items():
-            if key in explicit or key in gathered.incomplete:
-                continue
-            value = _reduce(signal.aggregation, values)
-            if value is None:
-                inconsistent.add(name)
-                continue
-            samples.append(Sample(key, value, at, source))
-    samples.sort(key=lambda sample: (sample.key.name, sample.key.labels))
+    laid_out = layout(
+        gathered.values,
+        gathered.families,
+        gathered.incomplete,
+        per_engine=len(gathered.engines) > 1,
+    )
+    samples, inconsistent = evaluate(laid_out, float, at, source)
     return VllmScrape(
         samples=tuple(samples),
         engines=tuple(sorted(gathered.engines)),
         unknown_families=frozenset(gathered.unknown),
-        deprecated_families=frozenset(deprecated),
-        superseded_families=frozenset(superseded),
+        deprecated_families=laid_out.deprecated,
+        superseded_families=laid_out.superseded,
         inconsistent_signals=frozenset(inconsistent),
         dropped_samples=gathered.dropped + gathered.unplaceable,
         underscore_prefix=gathered.underscore,
     )
-
-
-def _emit_series(
-    series_values: dict[SeriesKey, tuple[float, SeriesKey | None]],
-    at: float,
-    source: str,
-    samples: list[Sample],
-    *,
-    per_engine: bool,
-) -> tuple[set[SeriesKey], dict[SeriesKey, list[float]]]:
-    """Append each series as exposed; return those without ``engine`` and the engine groups.
-
-    With ``per_engine`` False (a single engine), a series labelled ``engine`` is only grouped:
-    its aggregate, equal to it, stands for it.
-    """
-    explicit: set[SeriesKey] = set()
-    groups: dict[SeriesKey, list[float]] = {}
-    for key, (value, aggregate) in series_values.items():
-        if aggregate is None:
-            samples.append(Sample(key, value, at, source))
-            explicit.add(key)
-        else:
-            if per_engine:
-                samples.append(Sample(key, value, at, source))
-            groups.setdefault(aggregate, []).append(value)
-    return explicit, groups

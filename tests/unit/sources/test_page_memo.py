@@ -124,3 +124,15 @@ def test_the_values_are_the_new_page_s() -> None:
     running = [s for s in _parse(later, memo).samples if s.key.name == "vllm_num_requests_running"]
     assert [s.value for s in running] == [5.0]
     assert not any(math.isnan(s.value) for s in running)
+
+
+@pytest.mark.parametrize("name", ["0.33", "dp2"])
+def test_a_shape_learned_from_a_page_with_a_nan_reads_finite_pages_as_in_full(name: str) -> None:
+    """A NaN changes what a page gives (an aggregate left out): the memo does not keep that."""
+    page = PAGES[name]
+    with_nan = _renumbered(page, lambda i, number: "NaN" if i == 5 else number)
+    memo = _primed(with_nan)
+    later = _renumbered(page, lambda i, number: float(number) + i)
+    assert _parse(later, memo) == _parse(later)
+    assert _parse(with_nan, memo) == _parse(with_nan)
+    assert memo.recalled == 2  # both read through the memo
