@@ -38,11 +38,17 @@ def _vllm(services: ActuatorServices) -> VllmActuator:
         services.freeze_dir,
         services.gates,
         batches=services.batches,
+        fleet_freeze=services.fleet_freeze,
     )
 
 
 def _log_levels(services: ActuatorServices) -> HttpLogLevelActuator:
-    return HttpLogLevelActuator(services.journal, services.clock, services.freeze_dir)
+    return HttpLogLevelActuator(
+        services.journal,
+        services.clock,
+        services.freeze_dir,
+        fleet_freeze=services.fleet_freeze,
+    )
 
 
 VLLM: ActuatorKind[VllmInstance] = ActuatorKind(

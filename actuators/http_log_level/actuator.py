@@ -35,6 +35,7 @@ from daemon.api import (
     DRY_RUN,
     FAILED,
     LOG_LEVEL_KNOB,
+    NO_FREEZE_SOURCE,
     REFUSED,
     REVERTED,
     ActuationError,
@@ -44,6 +45,7 @@ from daemon.api import (
     ChangeInFlight,
     ChangeRequest,
     Clock,
+    FreezeSource,
     HttpLogLevelTarget,
     JournalState,
     freeze_reason,
@@ -62,12 +64,22 @@ class HttpLogLevelActuator:
         journal: The engine's journal (shared with the vLLM actuator).
         clock: The injected clock.
         freeze_dir: Where freeze files are looked for (the governor's state directory).
+        fleet_freeze: A freeze besides the files (the fleet's): a level is set live, with no
+            restart, so only a freeze in force holds it, never a fleet that cannot be seen.
     """
 
-    def __init__(self, journal: ActuationJournal, clock: Clock, freeze_dir: Path) -> None:
+    def __init__(
+        self,
+        journal: ActuationJournal,
+        clock: Clock,
+        freeze_dir: Path,
+        *,
+        fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
+    ) -> None:
         self._journal = journal
         self._clock = clock
         self._freeze_dir = freeze_dir
+        self._fleet_freeze = fleet_freeze
         self._locks: dict[str, asyncio.Lock] = {}
         self._levels: dict[str, tuple[float, float]] = {}  # name -> (level, read at)
 
@@ -158,7 +170,8 @@ class HttpLogLevelActuator:
             target,
             request,
             in_force=in_force,
-            frozen=freeze_reason(self._freeze_dir, target.name, now),
+            frozen=freeze_reason(self._freeze_dir, target.name, now)
+            or self._fleet_freeze.freeze_reason(target.name, now, restart=False),
             changed_at=self._changed_at(target),
             now=now,
         )

@@ -25,6 +25,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from daemon.core.actuation import ActuationJournal, ActuationResult, ChangeRequest, SignalWindows
 from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.gate_drain import GateLookup
 from daemon.core.settings import GovernorConfig
@@ -104,6 +105,7 @@ class ActuatorServices:
         freeze_dir: Where freeze files are looked for (the governor's state directory).
         gates: The admission gate in front of a vLLM instance, if any (drained on a restart).
         batches: Closes a target's batch lane and waits for its requests (before a restart).
+        fleet_freeze: The fleet's freeze (etcd), for the preflight of every change; none alone.
     """
 
     journal: ActuationJournal
@@ -112,6 +114,7 @@ class ActuatorServices:
     freeze_dir: Path
     gates: GateLookup
     batches: BatchHold = no_batch_hold
+    fleet_freeze: FreezeSource = NO_FREEZE_SOURCE
 
 
 @dataclass(frozen=True, slots=True)

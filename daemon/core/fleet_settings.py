@@ -19,6 +19,11 @@ from daemon.core.secret_patterns import refuse_credentials
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 
+def plain_name(text: str) -> bool:
+    """Whether ``text`` may be a host or group name (it becomes part of an etcd key)."""
+    return bool(_PLAIN_NAME.match(text))
+
+
 class FleetSection(BaseModel):
     """``[fleet]``: where etcd is, who this governor is, and its instances' groups."""
 
@@ -57,7 +62,7 @@ class FleetSection(BaseModel):
     @field_validator("host")
     @classmethod
     def _plain_host(cls, host: str) -> str:
-        if host and not _PLAIN_NAME.match(host):
+        if host and not plain_name(host):
             message = "must be a plain name (letters, digits, . _ -), or empty: the host's name"
             raise ValueError(message)
         return host
@@ -66,7 +71,7 @@ class FleetSection(BaseModel):
     @classmethod
     def _plain_groups(cls, groups: dict[str, str]) -> dict[str, str]:
         for instance, group in groups.items():
-            if not _PLAIN_NAME.match(group):
+            if not plain_name(group):
                 message = f"group {group!r} of {instance!r} must be a plain name"
                 raise ValueError(message)
         return groups

@@ -16,6 +16,7 @@ from daemon.core.settings import GovernorConfig
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import EternalTask
 from daemon.fleet.etcd_gateway import EtcdGateway
+from daemon.fleet.freeze_watch import FleetFreezeWatch
 from daemon.fleet.keys import FleetKeys
 from daemon.fleet.records import MemberRecord
 from daemon.fleet.registrar import Registrar
@@ -56,10 +57,23 @@ class FleetPlane:
             facts=self.records,
             clock=clock,
         )
+        # The fleet's freezes, for every change's preflight; past one lease's life without a
+        # reading, the fleet's state counts as unknown (no restarts).
+        self.freezes = FleetFreezeWatch(
+            self.client,
+            self.keys,
+            group_of=self._group_of,
+            refresh_s=section.refresh_s,
+            stale_after_s=section.lease_ttl_s,
+            clock=clock,
+        )
 
     def tasks(self) -> list[EternalTask]:
-        """The registrar."""
-        return [EternalTask("fleet registrar", lambda ready: self.registrar.run(ready.started))]
+        """The registrar and the freeze watch."""
+        return [
+            EternalTask("fleet registrar", lambda ready: self.registrar.run(ready.started)),
+            EternalTask("fleet freeze watch", lambda ready: self.freezes.run(ready.started)),
+        ]
 
     def records(self) -> list[MemberRecord]:
         """One record per configured vLLM instance, as the governor sees it now."""
@@ -76,6 +90,9 @@ class FleetPlane:
             )
             for instance in config.vllm
         ]
+
+    def _group_of(self, instance: str) -> str:
+        return self._config().fleet.group_of(instance)
 
     def _health(self, instance: str) -> str:
         health = self._signals.health.get(f"vllm/{instance}")

@@ -22,6 +22,7 @@ from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE
 from daemon.core.freezes import freeze_reason, freezes_in_force
 from daemon.core.reload_scope import restart_only_changes
 from daemon.core.secrets import GovernorSecrets
@@ -45,6 +46,7 @@ from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_feed import LiveFeed, SignalFeed
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.whatif_desk import WhatIfDesk
+from daemon.engine.fleet_plane import FleetPlane
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
 from daemon.engine.runtime.notifiers import MqttNotifier, Notifications, SlackNotifier
 from daemon.engine.runtime.own_metrics import (
@@ -109,6 +111,14 @@ class Governor:
         )
         self._signal_pages = PagedReplies(clock)
         self._ledger = PolicyLedger(StateStore(state_path), clock)
+        # A member of a fleet only with [fleet] enabled; alone, exactly as without the section.
+        # Built before the actuators, whose preflight consults the fleet's freeze; it reads
+        # their knobs later, hence the late-bound lookup.
+        self._fleet = (
+            FleetPlane(config, self._signals, lambda: self._actuation.knobs(), clock)  # noqa: PLW0108
+            if loaded.config.fleet.enabled
+            else None
+        )
         self._actuation = ActuationPlane(
             config,
             self._signals,
@@ -119,6 +129,7 @@ class Governor:
             on_applied=self._ledger.enter_applied,
             record=self._ledger.record,
             batches=lanes.hold,
+            fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
         )
         self._policies = PolicyPlane(
             config,
@@ -290,6 +301,8 @@ class Governor:
         tasks.extend(self._notifications.tasks())
         tasks.extend(self._batches.tasks())
         tasks.append(EternalTask("batch lane steerer", self._lane_steerer.run))
+        if self._fleet is not None:
+            tasks.extend(self._fleet.tasks())
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

@@ -150,13 +150,15 @@ class EtcdCluster:
         member.kill() if kill else member.stop()
 
     def start_member(self, index: int, *, wait_healthy: bool = True) -> None:
-        """Start member ``index`` again; wait for health unless the quorum is still missing."""
+        """Start member ``index`` again and wait for its health.
+
+        Without ``wait_healthy`` it is only launched: a member whose peers are all down serves
+        nothing until a quorum is back (start them all, then :meth:`wait_healthy`).
+        """
         member = self.members[index]
         member.launch(self.initial_cluster, self.token)
         if wait_healthy:
             self.wait_healthy([member])
-        else:
-            self._wait(member.listening, [member], "listen")
 
     def wait_healthy(self, members: list[EtcdMember]) -> None:
         """Wait until every one of ``members`` is healthy."""

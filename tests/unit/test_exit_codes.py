@@ -37,6 +37,8 @@ ARGUMENTS: dict[tuple[str, ...], list[str]] = {
     ("unfreeze",): ["main"],
     ("freezes",): [],
     ("fleet", "status"): [],
+    ("fleet", "freeze"): ["--for", "1m", "--reason", "load test"],
+    ("fleet", "unfreeze"): [],
     ("quarantine",): [],
     ("unquarantine",): ["busy", "main", "--reason", "fixed"],
     ("backtest",): ["--recording", "r.jsonl", "--policies", "policies"],

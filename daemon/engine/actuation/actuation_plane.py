@@ -25,6 +25,7 @@ from daemon.core.actuation import APPLIED_STATES, REFUSED, ActuationResult, Chan
 from daemon.core.actuator_kinds import ActuatorKind, ActuatorServices, Target
 from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.haproxy_gate import gate_of
 from daemon.engine.actuation.kind_runner import KindRunner
@@ -53,11 +54,13 @@ class ActuationPlane:
         on_applied: Callable[[ActuationResult], None],
         record: Callable[[Sequence[Decision]], None],
         batches: BatchHold = no_batch_hold,
+        fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
     ) -> None:
         """The journal at ``state_path`` and an actuator of each kind in ``kinds``.
 
         ``on_applied`` hears every change that changed its target (the knobs' histories);
         ``record`` takes decisions made here (the alert of a revert) for the decision log.
+        ``fleet_freeze`` is lent to the actuators: the fleet's freeze, for their preflight.
         ``batches`` closes a target's batch lane before a restart (lent to the actuators).
         """
         self._config = config
@@ -65,7 +68,13 @@ class ActuationPlane:
         self.journal = SqliteJournal(state_path, clock)
         self.windows = StoreSignalWindows(signals)
         services = ActuatorServices(
-            self.journal, self.windows, clock, config().governor.state_dir, gate_of, batches
+            self.journal,
+            self.windows,
+            clock,
+            config().governor.state_dir,
+            gate_of,
+            batches,
+            fleet_freeze=fleet_freeze,
         )
         self._runners: list[KindRunner[Any]] = [
             KindRunner(kind, kind.factory(services), config, self._report) for kind in kinds
