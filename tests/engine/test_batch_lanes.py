@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -271,3 +271,36 @@ async def test_batch_requests_carry_the_lanes_priority_only_where_the_server_tak
         assert sorted(json.loads(body)["prompt"] for body in server.bodies) == sorted(
             json.loads(body)["prompt"] for body in sent_as_written
         )
+
+
+async def test_a_job_whose_lane_stays_closed_expires_at_its_deadline_not_never(
+    tmp_path: Path, ledger: BatchLedger
+) -> None:
+    path = tmp_path / "jobs.jsonl"
+    ids = write_batch(path, 3)
+    batch = read_batch_file(path, max_bytes=1 << 20, max_lines=10)
+    job = BatchJob(
+        "batch_00000000000000bb",
+        path,
+        batch.sha256,
+        "main",
+        JobState.QUEUED,
+        START,
+        START + timedelta(seconds=0.2),
+        len(batch.lines),
+    )
+    ledger.add(job, batch.lines)
+    runner = JobRunner(
+        job,
+        ledger,
+        BatchSection(concurrency=2),
+        base_url="http://127.0.0.1:1",  # never reached: the lane stays closed
+        clock=Clock(),
+        crash_points=CrashPoints(""),
+        lane=Lane("main", 0, "closed for the test"),
+    )
+    assert await runner.run() is JobState.EXPIRED
+    assert ledger.sends(job.job_id) == 0
+    tally = Tally.of(ids, path)
+    assert (tally.lost, tally.duplicated) == (0, 0)
+    assert len(result_ids(path)[1]) == 3  # each written once, as batch_expired
