@@ -2,9 +2,9 @@
 
 vLLM orders requests by their ``priority`` (an integer, lower runs first, default 0) only when
 it was started with ``--scheduling-policy priority``. Under the default ``fcfs`` the field is
-ignored by some versions and refused by others (HTTP 400 "Got priority N but Priority
-scheduling is not enabled", the engine's check, met by clients of vLLM servers in the field):
-nothing to gain and a line to lose. So the governor sends batch requests at the lowest
+ignored by some versions (0.32's CPU build answers 200) and refused by others (HTTP 400 "Got
+priority N but Priority scheduling is not enabled", the check of older engines): nothing to
+gain and a line to lose. So the governor sends batch requests at the lowest
 priority only to a server it *knows* runs priority scheduling, from, in this order:
 
 1. the server's own start-up line ``non-default args: {...}`` in ``server_log_file`` (the
