@@ -50,6 +50,7 @@ class LifetimeTotals:
     generation_tokens: int = 0
     restarts: int = 0
     downtime_s: float = 0.0
+    busy_s: float = 0.0  # seconds the engine spent in steps (the GPU busy)
     outcomes: dict[str, int] = field(default_factory=lambda: {o.value: 0 for o in Outcome})
 
 
@@ -201,6 +202,7 @@ class Engine:
             + (counters.generation_tokens if counters else 0),
             restarts=retired.restarts,
             downtime_s=downtime,
+            busy_s=retired.busy_s + (counters.busy_s if counters else 0.0),
             outcomes=dict(retired.outcomes),
         )
 
@@ -356,6 +358,7 @@ class Engine:
         self._retired.preemptions += counters.preemptions
         self._retired.prompt_tokens += counters.prompt_tokens
         self._retired.generation_tokens += counters.generation_tokens
+        self._retired.busy_s += counters.busy_s
 
     def _record(self, record: FinishedRequest) -> None:
         self._retired.outcomes[record.outcome.value] += 1

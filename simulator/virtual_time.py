@@ -65,6 +65,9 @@ class Sample:
         rejected: Requests rejected over the interval (by the gate's timeout too).
         gate_cap: The gate's cap, or None without a gate.
         gate_queued: Requests waiting at the gate.
+        busy_share: Share of the interval the engine spent in steps, 0-1 (GPU busy share).
+            A step counts when it ends, so one sample may hold a little of its neighbour's;
+            sums over many samples are exact.
     """
 
     t: float
@@ -80,6 +83,7 @@ class Sample:
     rejected: int
     gate_cap: int | None = None
     gate_queued: int = 0
+    busy_share: float = 0.0
 
 
 class VirtualRun:
@@ -246,6 +250,7 @@ class VirtualRun:
                 - self._previous_timeouts,
                 gate_cap=gate.cap if gate is not None else None,
                 gate_queued=gate.queued if gate is not None else 0,
+                busy_share=round((after.busy_s - before.busy_s) / self._interval, 6),
             )
         )
         self._previous = current
