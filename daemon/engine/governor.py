@@ -437,6 +437,7 @@ class Governor:
             **self._actuation.status(),
             "proposals": self._approvals.pending(),
             "gates": {} if self._admission is None else self._admission[0].status(),
+            "batch_lanes": self._batches.lane_status(),
         }
 
     async def _handle_explain(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:

@@ -68,3 +68,27 @@ def _width(
     if expression.result_type == "bool":
         return None, "a number of requests, not true or false"
     return expression, ""
+
+
+def lane_policy_problems(lane: BatchLaneSpec, on_no_data: str, scheduled_at: bool) -> list[Problem]:
+    """What a batch lane cannot be paired with in its policy (key paths from the policy's top).
+
+    A lane acts through its policy's firing, so: an opening lane with ``on_no_data:
+    assume_bad`` would open on missing data (a closing one may: it closes on none); and
+    ``schedule.at`` (act at moments) means nothing to a lane that is open while the policy
+    fires, and would read as "open at 01:00": ``schedule.windows`` bounds a lane in time.
+    """
+    problems: list[Problem] = []
+    if lane.concurrency is not None and on_no_data == "assume_bad":
+        message = (
+            "an opening batch lane never acts on missing data: assume_bad would open it on no "
+            "data (use hold or assume_ok; a closing one, open: false, may use it)"
+        )
+        problems.append((("on_no_data",), message))
+    if scheduled_at:
+        message = (
+            "a batch lane is open while its policy fires, not at moments: bound it in time "
+            "with schedule.windows (e.g. [{cron: '0 1 * * *', duration: 5h}])"
+        )
+        problems.append((("schedule", "at"), message))
+    return problems

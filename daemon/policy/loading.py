@@ -27,7 +27,7 @@ from daemon.core.toml_locations import KeyPath, nearest_location
 from daemon.core.validation_issues import unknown_name, validation_issues
 from daemon.core.yaml_documents import LocatedDocument, load_located_yaml, parse_located_yaml
 from daemon.policy.admission.controllers import build_controller
-from daemon.policy.batch_loading import batch_lane_spec
+from daemon.policy.batch_loading import batch_lane_spec, lane_policy_problems
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression, ExpressionError, compiler
 from daemon.policy.notify_text import template_problems
@@ -272,14 +272,10 @@ def _compile(
     )
     if action is not None and model.action is not None and live_targets:
         action = _live_action(model, action, live_targets, document, issues)
-    opens_lane = action is not None and action.batch is not None and action.batch.concurrency
-    if opens_lane and model.on_no_data == "assume_bad":
-        # A batch lane acts through its policy's firing, and assume_bad fires on missing data.
-        message = (
-            "an opening batch lane never acts on missing data: assume_bad would open it on no "
-            "data (use hold or assume_ok; a closing one, open: false, may use it)"
-        )
-        issues.append(_issue(document, ("on_no_data",), message))
+    if action is not None and action.batch is not None:
+        scheduled_at = bool(model.schedule and model.schedule.at)
+        problems = lane_policy_problems(action.batch, model.on_no_data, scheduled_at)
+        issues.extend(_issue(document, where, text) for where, text in problems)
     windows = []
     for index, window in enumerate(model.schedule.windows if model.schedule else ()):
         try:

@@ -213,6 +213,7 @@ async def test_under_fcfs_the_steerer_sends_no_priority_and_closes_while_request
         clock=Clock(),
         registry=CollectorRegistry(),
         read=lambda _instance: Scheduling("fcfs", "test"),
+        views_ttl_s=0.0,  # the test changes the signals between looks taken at one moment
     )
     await steerer.refresh_scheduling()
     lane = lanes.lane("main")
@@ -304,3 +305,30 @@ async def test_a_job_whose_lane_stays_closed_expires_at_its_deadline_not_never(
     tally = Tally.of(ids, path)
     assert (tally.lost, tally.duplicated) == (0, 0)
     assert len(result_ids(path)[1]) == 3  # each written once, as batch_expired
+
+
+async def test_a_look_reuses_views_younger_than_a_scrape(tmp_path: Path) -> None:
+    config = _config(tmp_path)
+    spec = parse_policy(POLICY, Path("night.yaml"))
+    states = {("night-batch", "main"): PolicyState(Phase.FIRING, since=0.0)}
+    built: list[int] = []
+
+    def views() -> dict[str, TargetView]:
+        built.append(1)
+        return {"main": TargetView("main", {"running": 1.0}, {})}
+
+    steerer = LaneSteerer(
+        config=lambda: config,
+        specs=lambda: (spec,),
+        states=lambda: states,
+        views=views,
+        lanes=BatchLanes(),
+        in_flight=lambda _target: None,
+        clock=Clock(),
+        registry=CollectorRegistry(),
+        read=lambda _instance: Scheduling(PRIORITY, "test"),
+    )
+    await steerer.refresh_scheduling()
+    for _ in range(5):
+        steerer.tick_once()
+    assert len(built) == 1  # five looks within 2 s: the views were built once

@@ -104,8 +104,25 @@ def render(status: dict[str, Any]) -> str:
                 f"{decision['kind']}{guard}"
             )
     lines.extend(gate_lines(status))
+    lines.extend(lane_lines(status))
     lines.extend(_changes(status))
     return "\n".join(lines)
+
+
+def lane_lines(status: dict[str, Any]) -> list[str]:
+    """The batch lanes a policy steers or that carry requests (the others say nothing)."""
+    lanes = status.get("batch_lanes") or {}
+    shown = {t: lane for t, lane in lanes.items() if lane.get("policy") or lane.get("in_flight")}
+    if not shown:
+        return []
+    lines = ["batch lanes:"]
+    for target, lane in sorted(shown.items()):
+        width = f"{lane['width']} wide" if lane["width"] else "closed"
+        priority = f"priority {lane['priority']}" if lane.get("priority") else "no priority"
+        lines.append(
+            f"  {target:<10} {width}, {lane['in_flight']} in flight, {priority}: {lane['reason']}"
+        )
+    return lines
 
 
 def _changes(status: dict[str, Any]) -> list[str]:

@@ -70,6 +70,10 @@ class BatchDesk:
     async def _accept_dropped(self, input_path: Path, target: str, by: str) -> BatchJob:
         return await self.accept(input_path, target, by)
 
+    def lane_status(self) -> dict[str, dict[str, Any]]:
+        """Each target's batch lane (``status``): width, in flight, who set it and why."""
+        return self._lanes.status()
+
     def handlers(self) -> Mapping[str, Handler]:
         """The control commands, by name."""
         return {

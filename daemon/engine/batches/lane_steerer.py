@@ -48,6 +48,9 @@ log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # how often the lanes are looked at: a lane narrows within about this long
 SCHEDULING_TTL_S = 30.0  # how long a server's scheduling policy is taken as read
+# How long a look's views serve the next looks: they change only with a scrape (every 2 s by
+# default), and building them (every signal, quantiles included) is the costly part of a look.
+VIEWS_TTL_S = 2.0
 
 # target -> a sentence naming the change in flight on it, or None when there is none.
 InFlight = Callable[[str], str | None]
@@ -72,6 +75,8 @@ class LaneSteerer:
         in_flight: What change is in flight on a target (the actuation journal's open entry).
         clock: The injected clock (freeze expiries and schedules are wall-clock times).
         registry: Where the lane's gauge goes.
+        read: Reads a server's scheduling policy from its files.
+        views_ttl_s: How long built views serve the next looks.
     """
 
     def __init__(
@@ -86,8 +91,11 @@ class LaneSteerer:
         clock: Clock,
         registry: CollectorRegistry,
         read: ReadScheduling = scheduling_of,
+        views_ttl_s: float = VIEWS_TTL_S,
     ) -> None:
         self._config = config
+        self._views_ttl_s = views_ttl_s
+        self._built: tuple[float, Mapping[str, TargetView]] | None = None
         self._read = read
         self._scheduling: dict[str, tuple[float, Scheduling]] = {}
         self._specs = specs
@@ -131,7 +139,7 @@ class LaneSteerer:
             lane = self._lanes.lane(target)
             view = TargetView(target, {}, {})
             if _firing(specs, states, target):
-                views = self._views() if views is None else views
+                views = self._views_now() if views is None else views
                 view = views.get(target, view)
             decided = lane_width(
                 specs, states, view, self._clock.wall(), current=lane.width, ceiling=ceiling
@@ -143,7 +151,7 @@ class LaneSteerer:
                 # No window: the operator's fixed number, as before policies could move it.
                 decided = LaneWidth(ceiling, None, "no batch policy: at [batch] concurrency")
             elif not scheduling.priority and decided.width > 0:
-                views = self._views() if views is None else views
+                views = self._views_now() if views is None else views
                 view = views.get(target, view)
                 decided = fcfs_bound(decided, view, config.batch.fcfs_share)
             self._set(lane, self._checked(target, lane, decided, config.governor.state_dir))
@@ -159,6 +167,13 @@ class LaneSteerer:
             if frozen:
                 return LaneWidth(lane.width, decided.policy, f"{frozen}: the lane may not widen")
         return decided
+
+    def _views_now(self) -> Mapping[str, TargetView]:
+        """The targets' views, built again once they are :data:`VIEWS_TTL_S` old."""
+        now = self._clock.monotonic()
+        if self._built is None or now - self._built[0] >= self._views_ttl_s:
+            self._built = (now, self._views())
+        return self._built[1]
 
     def _scheduling_now(self, target: str) -> Scheduling:
         known = self._scheduling.get(target)

@@ -205,3 +205,11 @@ def test_an_opening_lane_may_not_fire_on_missing_data_a_closing_one_may() -> Non
     closing = _spec(CLOSE + "on_no_data: assume_bad\n")
     assert closing.action is not None
     assert closing.action.batch is not None
+
+
+def test_a_lane_is_bounded_in_time_by_windows_not_opened_at_moments() -> None:
+    problems = _problems(OPEN + 'schedule: {at: [{cron: "0 1 * * *"}]}\n')
+    assert any(
+        re.match(r"p.yaml:\d+:\d+: schedule.at: a batch lane is open while its policy fires", p)
+        for p in problems
+    ), problems
