@@ -39,6 +39,7 @@ def _vllm(services: ActuatorServices) -> VllmActuator:
         services.gates,
         batches=services.batches,
         fleet_freeze=services.fleet_freeze,
+        restart_slots=services.restart_slots,
     )
 
 

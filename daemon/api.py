@@ -68,6 +68,7 @@ from daemon.core.gate_drain import GateDrain, GateLookup, no_gates
 from daemon.core.http_client import HttpLimits, HttpResponse, http_request
 from daemon.core.http_log_level_settings import LOG_LEVEL_KNOB, HttpLogLevelTarget
 from daemon.core.knobs import KNOBS, LOG_LEVELS, Knob, Safer
+from daemon.core.restart_slots import NO_RESTART_SLOTS, RestartSlots
 from daemon.core.settings import Envelope, GovernorConfig, VllmInstance
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "LOG_LEVELS",
     "LOG_LEVEL_KNOB",
     "NO_FREEZE_SOURCE",
+    "NO_RESTART_SLOTS",
     "OPEN",
     "REFUSED",
     "REVERTED",
@@ -123,6 +125,7 @@ __all__ = [
     "JournalState",
     "Kind",
     "Knob",
+    "RestartSlots",
     "Safer",
     "SignalWindows",
     "SystemClock",

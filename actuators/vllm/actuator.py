@@ -35,7 +35,9 @@ from actuators.vllm.verification import baseline_window
 from actuators.vllm.vllm_args import vllm_objection
 from daemon.api import (
     DRY_RUN,
+    FAILED,
     NO_FREEZE_SOURCE,
+    NO_RESTART_SLOTS,
     REFUSED,
     ActuationJournal,
     ActuationRefused,
@@ -48,6 +50,7 @@ from daemon.api import (
     FreezeSource,
     GateLookup,
     JournalState,
+    RestartSlots,
     SignalWindows,
     VllmInstance,
     no_batch_hold,
@@ -73,6 +76,9 @@ class VllmActuator:
         fleet_freeze: A freeze besides the files (the fleet's, in etcd); every change here
             restarts the server, so a fleet whose state is unknown holds it too.
         batches: Closes an instance's batch lane and waits for its requests: before its drain.
+        restart_slots: The disruption budget (the fleet's): a slot is taken after every check
+            and before the journal entry opens, and given back once the server is verified
+            healthy (done, reverted or abandoned; kept after a failure).
     """
 
     def __init__(
@@ -87,6 +93,7 @@ class VllmActuator:
         registry_of: Callable[[str | None], VersionRegistry] = registry_for,
         objection: Objection = vllm_objection,
         fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
+        restart_slots: RestartSlots = NO_RESTART_SLOTS,
         batches: BatchHold = no_batch_hold,
     ) -> None:
         self._batches = batches
@@ -99,6 +106,7 @@ class VllmActuator:
         self._registry_of = registry_of
         self._objection = objection
         self._fleet_freeze = fleet_freeze
+        self._restart_slots = restart_slots
         self._reader = KnobReader()
         self._locks: dict[str, asyncio.Lock] = {}
 
@@ -178,11 +186,17 @@ class VllmActuator:
             return self._refused(
                 instance, request, plan, ActuationRefused(why, "no_baseline"), timer
             )
+        with timer.phase("slot"):
+            no_slot = await self._restart_slots.acquire(instance.name)
+        if no_slot:
+            refusal = ActuationRefused(no_slot, "restart_slot")
+            return self._refused(instance, request, plan, refusal, timer)
         with timer.phase("journal"):
             facts = {"baseline_start": baseline_start, "baseline": dict(baseline)}
             try:
                 entry = self._journal.begin(instance.name, request.policy, plan.as_json(), facts)
             except ChangeInFlight as exc:
+                await self._restart_slots.release(instance.name)
                 return self._refused(instance, request, plan, exc, timer)
         steps = ChangeSteps(
             instance,
@@ -198,7 +212,10 @@ class VllmActuator:
         )
         steps.timer.timings.update(timer.timings)
         await hold_if_asked(PLANNED)
-        return await forward(steps)
+        result = await forward(steps)
+        if result.state != FAILED:  # verified healthy, on the new config or the old one
+            await self._restart_slots.release(instance.name)
+        return result
 
     async def _plan(
         self, instance: VllmInstance, request: ChangeRequest

@@ -28,6 +28,7 @@ from daemon.core.clock import Clock
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.gate_actuation import GateActuatorFactory
 from daemon.core.gate_drain import GateLookup
+from daemon.core.restart_slots import NO_RESTART_SLOTS, RestartSlots
 from daemon.core.settings import GovernorConfig
 
 
@@ -106,6 +107,7 @@ class ActuatorServices:
         gates: The admission gate in front of a vLLM instance, if any (drained on a restart).
         batches: Closes a target's batch lane and waits for its requests (before a restart).
         fleet_freeze: The fleet's freeze (etcd), for the preflight of every change; none alone.
+        restart_slots: The fleet's disruption budget, a slot taken before a restart; none alone.
     """
 
     journal: ActuationJournal
@@ -115,6 +117,7 @@ class ActuatorServices:
     gates: GateLookup
     batches: BatchHold = no_batch_hold
     fleet_freeze: FreezeSource = NO_FREEZE_SOURCE
+    restart_slots: RestartSlots = NO_RESTART_SLOTS
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ import socket
 from collections.abc import Callable, Mapping
 
 from daemon.core.clock import Clock
+from daemon.core.fleet_settings import Budget
 from daemon.core.settings import GovernorConfig
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import EternalTask
@@ -20,6 +21,7 @@ from daemon.fleet.freeze_watch import FleetFreezeWatch
 from daemon.fleet.keys import FleetKeys
 from daemon.fleet.records import MemberRecord
 from daemon.fleet.registrar import Registrar
+from daemon.fleet.restart_slots import FleetRestartSlots
 from daemon.sources.health import SourceState
 
 KnobsOf = Callable[[], Mapping[str, Mapping[str, float]]]
@@ -68,6 +70,20 @@ class FleetPlane:
             clock=clock,
         )
 
+        # The disruption budget: slots bound to the registrar's lease, so that a governor
+        # that dies frees its slots when its registration goes.
+        self.slots = FleetRestartSlots(
+            self.client,
+            self.keys,
+            host=self.host,
+            lease=lambda: self.registrar.lease,
+            group_of=self._group_of,
+            budget_of=self._budget_of,
+            wait_s=section.slot_wait_s,
+            poll_s=section.refresh_s,
+            clock=clock,
+        )
+
     def tasks(self) -> list[EternalTask]:
         """The registrar and the freeze watch."""
         return [
@@ -93,6 +109,9 @@ class FleetPlane:
 
     def _group_of(self, instance: str) -> str:
         return self._config().fleet.group_of(instance)
+
+    def _budget_of(self, group: str) -> Budget:
+        return self._config().fleet.budget_of(group)
 
     def _health(self, instance: str) -> str:
         health = self._signals.health.get(f"vllm/{instance}")

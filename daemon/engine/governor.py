@@ -25,6 +25,7 @@ from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE
 from daemon.core.freezes import freeze_reason, freezes_in_force
 from daemon.core.reload_scope import restart_only_changes
+from daemon.core.restart_slots import NO_RESTART_SLOTS
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
@@ -130,6 +131,7 @@ class Governor:
             record=self._ledger.record,
             batches=lanes.hold,
             fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
+            restart_slots=NO_RESTART_SLOTS if self._fleet is None else self._fleet.slots,
         )
         self._policies = PolicyPlane(
             config,

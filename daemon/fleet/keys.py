@@ -2,7 +2,8 @@
 
 ``members/HOST/INSTANCE`` holds one registered instance (bound to its governor's lease);
 ``freeze/fleet`` freezes the whole fleet and ``freeze/group/GROUP`` one group (bound to no
-lease: a freeze must outlive whoever set it, and ends at its own expiry).
+lease: a freeze must outlive whoever set it, and ends at its own expiry); ``slots/GROUP/N`` is
+restart slot N of a group's disruption budget (bound to the holder's lease).
 """
 
 from __future__ import annotations
@@ -37,3 +38,12 @@ class FleetKeys:
     def freeze(self, group: str | None) -> str:
         """The key that freezes ``group``, or the whole fleet when ``group`` is None."""
         return f"{self.freezes}fleet" if group is None else f"{self.freezes}group/{group}"
+
+    @property
+    def all_slots(self) -> str:
+        """The prefix of every restart slot of every group."""
+        return f"{self.prefix}slots/"
+
+    def slots(self, group: str) -> str:
+        """The prefix of the restart slots of ``group``."""
+        return f"{self.all_slots}{group}/"

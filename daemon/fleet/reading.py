@@ -1,4 +1,4 @@
-"""The fleet as etcd holds it now: registered instances and freezes, read in one go.
+"""The fleet as etcd holds it now: registered instances, freezes and restart slots, in one go.
 
 ``fleet status`` prints it; a governor's freeze watch reads the freezes the same way. A record
 that cannot be read is kept aside with its key and why, never dropped silently nor guessed.
@@ -6,6 +6,7 @@ that cannot be read is kept aside with its key and why, never dropped silently n
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,15 @@ class Registered:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldSlot:
+    """A restart slot in use: whose, and under which lease."""
+
+    key: str
+    holder: str
+    lease: int
+
+
+@dataclass(frozen=True, slots=True)
 class FleetReading:
     """The fleet at one moment.
 
@@ -31,11 +41,13 @@ class FleetReading:
         members: Every registered instance, by host then instance.
         freezes: Every fleet freeze record, expired or not (the reader judges at its ``now``).
         unreadable: ``(key, why)`` of each record that could not be read.
+        slots: The restart slots held now.
     """
 
     members: tuple[Registered, ...]
     freezes: tuple[FreezeRecord, ...]
     unreadable: tuple[tuple[str, str], ...]
+    slots: tuple[HeldSlot, ...] = ()
 
     def freezes_in_force(self, now: datetime) -> list[FreezeRecord]:
         """The freezes that count at ``now``: the fleet's first, then by group."""
@@ -50,6 +62,10 @@ class FleetReading:
             ],
             "freezes": [freeze.as_json() for freeze in self.freezes_in_force(now)],
             "unreadable": [{"key": key, "why": why} for key, why in self.unreadable],
+            "slots": [
+                {"slot": slot.key, "holder": slot.holder, "lease": f"{slot.lease:x}"}
+                for slot in self.slots
+            ],
         }
 
 
@@ -60,7 +76,7 @@ async def read_freezes(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
 
 
 async def read_fleet(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
-    """Members and freezes (two ranges).
+    """Members, freezes and restart slots (three ranges).
 
     Raises:
         FleetError: etcd could not be read.
@@ -74,7 +90,21 @@ async def read_fleet(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
             unreadable.append((item.key, str(exc)))
     freezes, unreadable_freezes = _freezes(await client.get_prefix(keys.freezes))
     members.sort(key=lambda entry: (entry.record.host, entry.record.instance))
-    return FleetReading(tuple(members), tuple(freezes), (*unreadable, *unreadable_freezes))
+    slots = [
+        HeldSlot(item.key.removeprefix(keys.all_slots), _holder(item.value), item.lease)
+        for item in await client.get_prefix(keys.all_slots)
+    ]
+    return FleetReading(
+        tuple(members), tuple(freezes), (*unreadable, *unreadable_freezes), tuple(slots)
+    )
+
+
+def _holder(raw: bytes) -> str:
+    try:
+        holder = json.loads(raw)
+        return f"{holder['host']}/{holder['instance']}"
+    except (ValueError, KeyError, TypeError):
+        return "unreadable"
 
 
 def _freezes(items: list[KeyValue]) -> tuple[list[FreezeRecord], list[tuple[str, str]]]:

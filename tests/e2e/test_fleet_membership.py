@@ -97,14 +97,15 @@ def test_governors_register_and_a_dead_one_disappears_with_its_lease(short_tmp: 
         sim_serve(_dir(short_tmp / "b"), "max-num-seqs: 48\n") as sim_b,
     ):
         # a: a long lease (a graceful stop must remove it at once, not after 60 s);
-        # b: a short one (killed, it must go when the lease ends).
+        # b: a short one (killed, it must go when the lease ends, and not before: long enough
+        # for one `fleet status` on a loaded machine).
         config_a = fleet_config(
             short_tmp / "a", f"http://127.0.0.1:{sim_a.port}", etcd.endpoints,
             host="host-a", ttl_s=60, refresh_s=1.0,
         )  # fmt: skip
         config_b = fleet_config(
             short_tmp / "b", f"http://127.0.0.1:{sim_b.port}", etcd.endpoints,
-            host="host-b", ttl_s=3, refresh_s=0.5,
+            host="host-b", ttl_s=8, refresh_s=1.0,
         )  # fmt: skip
         with running_daemon(config_a) as governor_a, running_daemon(config_b) as governor_b:
             governor_a.wait_for("READY=1")

@@ -15,6 +15,13 @@ def test_without_the_section_the_fleet_is_off(tmp_path: Path) -> None:
     assert not config.fleet.enabled
 
 
+def test_a_group_without_a_budget_of_its_own_has_the_fleets(tmp_path: Path) -> None:
+    text = '[fleet]\nmax_unavailable = "25%"\ngroup_max_unavailable = { llama = 2 }\n' + _VLLM
+    config = load_config(_write(tmp_path, text))
+    assert config.fleet.budget_of("llama") == 2
+    assert config.fleet.budget_of("mistral") == "25%"
+
+
 def test_an_instance_without_a_group_is_a_group_of_its_own(tmp_path: Path) -> None:
     text = '[fleet]\nenabled = true\ngroups = { a = "llama" }\n' + _VLLM
     config = load_config(_write(tmp_path, text))
@@ -38,6 +45,11 @@ def test_an_instance_without_a_group_is_a_group_of_its_own(tmp_path: Path) -> No
         ),
         ("lease_ttl_s = 1", "fleet.lease_ttl_s: must be at least 2 (got 1)"),
         ("ttl = 5", "fleet.ttl: unknown key"),
+        ("max_unavailable = 0", "fleet.max_unavailable: 0 must be at least 1"),
+        ('max_unavailable = "150%"', "'150%' must be a count (1, 2...) or a share from 1% to 100%"),
+        ('max_unavailable = "half"', "'half' must be a count"),
+        ('group_max_unavailable = { llama = "0%" }', "llama: '0%' must be a count"),
+        ("slot_wait_s = -1", "fleet.slot_wait_s: must be at least 0"),
     ],
 )
 def test_a_bad_fleet_section_is_refused_with_its_key(

@@ -151,6 +151,10 @@ def render(answer: dict[str, Any]) -> list[str]:
         scope = "the whole fleet" if freeze["group"] is None else f"group {freeze['group']}"
         by = f" (by {freeze['by']})" if freeze["by"] else ""
         lines.append(f"frozen: {scope} until {freeze['until']}: {freeze['reason']}{by}")
+    lines += [
+        f"restart slot {slot['slot']}: held by {slot['holder']} (lease {slot['lease']})"
+        for slot in answer["slots"]
+    ]
     lines += [f"unreadable: {item['key']}: {item['why']}" for item in answer["unreadable"]]
     return lines
 

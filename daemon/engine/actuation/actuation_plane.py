@@ -26,6 +26,7 @@ from daemon.core.actuator_kinds import ActuatorKind, ActuatorServices, Target
 from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
+from daemon.core.restart_slots import NO_RESTART_SLOTS, RestartSlots
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.haproxy_gate import gate_of
 from daemon.engine.actuation.kind_runner import KindRunner
@@ -55,12 +56,14 @@ class ActuationPlane:
         record: Callable[[Sequence[Decision]], None],
         batches: BatchHold = no_batch_hold,
         fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
+        restart_slots: RestartSlots = NO_RESTART_SLOTS,
     ) -> None:
         """The journal at ``state_path`` and an actuator of each kind in ``kinds``.
 
         ``on_applied`` hears every change that changed its target (the knobs' histories);
         ``record`` takes decisions made here (the alert of a revert) for the decision log.
-        ``fleet_freeze`` is lent to the actuators: the fleet's freeze, for their preflight.
+        ``fleet_freeze`` is lent to the actuators: the fleet's freeze, for their preflight;
+        ``restart_slots`` too: the fleet's disruption budget, taken before a restart.
         ``batches`` closes a target's batch lane before a restart (lent to the actuators).
         """
         self._config = config
@@ -75,6 +78,7 @@ class ActuationPlane:
             gate_of,
             batches,
             fleet_freeze=fleet_freeze,
+            restart_slots=restart_slots,
         )
         self._runners: list[KindRunner[Any]] = [
             KindRunner(kind, kind.factory(services), config, self._report) for kind in kinds
