@@ -12,7 +12,6 @@ from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter
 
-from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.actuation_plane import ActuationPlane
 from daemon.engine.actuation.routing import route
 from daemon.policy.decisions import Decision
@@ -23,13 +22,11 @@ class Router:
 
     def __init__(
         self,
-        config: Callable[[], GovernorConfig],
         actuation: ActuationPlane,
         registry: CollectorRegistry,
         *,
         propose: Callable[[Decision], None],
     ) -> None:
-        self._config = config
         self._actuation = actuation
         self._propose = propose
         self._proposals = Counter(
