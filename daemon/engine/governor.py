@@ -25,6 +25,7 @@ from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE
 from daemon.core.freezes import freeze_reason, freezes_in_force
 from daemon.core.reload_scope import restart_only_changes
+from daemon.core.restart_slots import NO_RESTART_SLOTS
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
@@ -130,6 +131,7 @@ class Governor:
             record=self._ledger.record,
             batches=lanes.hold,
             fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
+            restart_slots=NO_RESTART_SLOTS if self._fleet is None else self._fleet.slots,
         )
         self._policies = PolicyPlane(
             config,
@@ -437,6 +439,7 @@ class Governor:
             **self._actuation.status(),
             "proposals": self._approvals.pending(),
             "gates": {} if self._admission is None else self._admission[0].status(),
+            "batch_lanes": self._batches.lane_status(),
         }
 
     async def _handle_explain(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
