@@ -27,6 +27,9 @@ StaleAfter = Callable[[SeriesKey], float]
 # p50, p95 and p99 read the same increases. None: not enough fresh data; a string: why the
 # buckets are implausible.
 BucketMemo = dict[tuple[str, Labels], list[tuple[float, float]] | str | None]
+# A histogram's bucket series and the time of their newest point, by the histogram's base name
+# and labels: found once per view for its p50, p95 and p99.
+HistogramMemo = dict[str, dict[Labels, tuple[list[SeriesKey], float | None]]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,10 +114,12 @@ def derive(
     stale_after: StaleAfter,
     *,
     memo: BucketMemo | None = None,
+    histograms: HistogramMemo | None = None,
 ) -> dict[Labels, DerivedValue]:
     """The derived value for every label set of the base series, None where data is lacking.
 
-    ``memo`` keeps each histogram's bucket increases for the other quantiles of one view.
+    ``memo`` keeps each histogram's bucket increases, and ``histograms`` its bucket series, for
+    the other quantiles of one view.
     """
     results: dict[Labels, DerivedValue] = {}
     if signal.quantile is None:
@@ -122,7 +127,7 @@ def derive(
             rate = partial(_rate_of, store, key, now, window_s, stale_after)
             results[key.labels] = _believed(rate, signal.base, _newest(store, [key]))
         return results
-    for labels, buckets in _histograms(store, signal.base + "_bucket").items():
+    for labels, (buckets, newest) in _histograms_of(store, signal.base, histograms).items():
         quantile = partial(
             _quantile_of,
             store,
@@ -134,8 +139,23 @@ def derive(
             memo=memo if memo is not None else {},
             memo_key=(signal.base, labels),
         )
-        results[labels] = _believed(quantile, signal.base, _newest(store, buckets))
+        results[labels] = _believed(quantile, signal.base, newest)
     return results
+
+
+def _histograms_of(
+    store: SignalStore, base: str, memo: HistogramMemo | None
+) -> dict[Labels, tuple[list[SeriesKey], float | None]]:
+    """Each histogram of ``base``: its bucket series and their newest point's time."""
+    found = memo.get(base) if memo is not None else None
+    if found is None:
+        found = {
+            labels: (buckets, _newest(store, buckets))
+            for labels, buckets in _histograms(store, base + "_bucket").items()
+        }
+        if memo is not None:
+            memo[base] = found
+    return found
 
 
 def _believed(

@@ -24,7 +24,13 @@ from typing import Any
 
 from daemon.sources.catalogue import CATALOGUE, CatalogueEntry
 from daemon.sources.declarations import SignalDeclaration, unit_of
-from daemon.sources.derived import DERIVED_SIGNALS, BucketMemo, DerivedValue, derive
+from daemon.sources.derived import (
+    DERIVED_SIGNALS,
+    BucketMemo,
+    DerivedValue,
+    HistogramMemo,
+    derive,
+)
 from daemon.sources.domains import Domain, unit_domain
 from daemon.sources.registry import BUILTIN
 from daemon.sources.samples import Labels, SeriesKey
@@ -75,6 +81,8 @@ class _Computed:
     derived: dict[str, dict[Labels, DerivedValue]] = field(default_factory=dict)
     # Each histogram's bucket increases, for its p50, p95 and p99.
     buckets: BucketMemo = field(default_factory=dict)
+    # Each histogram's bucket series, with the time of their newest point.
+    histograms: HistogramMemo = field(default_factory=dict)
     # Each series name's keys by instance, in the store's order: finding a row's base series
     # among its own server's keys, not every server's, keeps a view linear in the servers.
     keys: dict[str, dict[str | None, list[SeriesKey]]] = field(default_factory=dict)
@@ -184,6 +192,7 @@ def _derived_rows(
             context.window_s,
             context.stale_after,
             memo=computed.buckets,
+            histograms=computed.histograms,
         )
         computed.derived[entry.derived] = values
     for labels, result in sorted(values.items()):

@@ -19,6 +19,12 @@ class WindowCountingStore(SignalStore):
 
     windows_read = 0
     keys_examined = 0
+    newest_read = 0
+
+    def latest(self, key: SeriesKey) -> Point | None:
+        """Count, then read as the store does."""
+        self.newest_read += 1
+        return super().latest(key)
 
     def points(self, key: SeriesKey, since: float = float("-inf")) -> list[Point]:
         """Count, then read as the store does."""
@@ -63,6 +69,11 @@ def test_each_server_costs_the_same_key_lookups_however_many_servers_there_are()
 
 
 def _windows_read_for(signals: frozenset[str]) -> int:
+    return _view_of(signals).windows_read
+
+
+def _view_of(signals: frozenset[str]) -> WindowCountingStore:
+    """The store after one view of ``signals``, with what the view read of it counted."""
     store = WindowCountingStore()
     for at in (40.0, 70.0, 100.0):
         store.add(parse_vllm_metrics(V0_33, instance="main", at=at, source="vllm/main").samples)
@@ -71,10 +82,18 @@ def _windows_read_for(signals: frozenset[str]) -> int:
     )
     rows = signal_rows(store, context)
     assert {row.name for row in rows} == signals
-    return store.windows_read
+    return store
 
 
 def test_a_histograms_quantiles_read_its_buckets_once() -> None:
     p95 = _windows_read_for(frozenset({"ttft_p95_s"}))
     three = _windows_read_for(frozenset({"ttft_p50_s", "ttft_p95_s", "ttft_p99_s"}))
     assert three == p95  # was 3 x p95: each quantile read every bucket's window again
+
+
+def test_a_histograms_quantiles_find_its_buckets_and_their_newest_points_once() -> None:
+    p95 = _view_of(frozenset({"ttft_p95_s"}))
+    three = _view_of(frozenset({"ttft_p50_s", "ttft_p95_s", "ttft_p99_s"}))
+    # Were 3 x p95's bucket lookups and newest points, less the memo's freshness checks.
+    assert three.newest_read == p95.newest_read
+    assert three.keys_examined == p95.keys_examined
