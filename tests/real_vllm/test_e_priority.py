@@ -1,0 +1,169 @@
+"""``--scheduling-policy`` on the real vLLM, and the simulator's model of it on the same scenes.
+
+Each policy gets a server of its own (12 KV blocks of 32 tokens, two sequences at a time), and
+the same two scenes are played on it and, in virtual time, on the simulator with the
+``tiny-llama-cpu`` profile at the same settings:
+
+- **KV shortage.** A batch request (priority 10) and, half a second later, an online one
+  (priority 0), each 20 + 300 tokens (10 blocks): both cannot finish together. Priority
+  preempts the least urgent, the batch one, and the online one finishes first; FCFS preempts
+  the newest, the online one, and the batch one finishes first.
+- **Saturation.** One long request (300 tokens, 10 blocks) holds a slot for longer than the
+  queue lasts; four short batch requests queue for the other slot, then four online ones, and
+  are served one at a time. Priority serves the online ones before the last two batch ones,
+  though those arrived first; FCFS serves in arrival order. (Whether batch1 is admitted
+  before the online ones arrive depends on how fast the first batch request ends: not
+  asserted.)
+
+Under FCFS a non-zero priority is accepted (HTTP 200) and ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator.arrivals import Arrival
+from simulator.engine import Engine
+from simulator.profiles import load_profile
+from simulator.settings import EngineSettings, SchedulingPolicy
+from simulator.virtual_time import VirtualRun
+from tests.support.real_vllm import EXACT, RealVllm, real_vllm
+
+# Each policy's server starts once (45-200 s on two busy cores), in the first test's time.
+pytestmark = [pytest.mark.real_vllm, pytest.mark.slow, pytest.mark.timeout(600)]
+
+SETTINGS = {
+    "max_num_seqs": 2,
+    "max_num_batched_tokens": 2048,
+    "block_size": 32,
+    "num_gpu_blocks": 12,
+}
+CONFIG = (
+    "max-num-seqs: 2\nmax-num-batched-tokens: 2048\n"
+    "block-size: 32\nnum-gpu-blocks-override: 12\nmax-model-len: 352\n"
+)
+
+
+@dataclass(frozen=True)
+class Send:
+    """One request of a scene: sent ``at`` seconds after the scene starts."""
+
+    name: str
+    at: float
+    prompt_tokens: int
+    max_tokens: int
+    priority: int
+
+
+KV_SHORTAGE = [Send("batch", 0.0, 20, 300, 10), Send("online", 0.5, 20, 300, 0)]
+SATURATION = [
+    Send("long", 0.0, 8, 300, 0),
+    *(Send(f"batch{i}", 0.2 + 0.005 * i, 8, 16, 10) for i in range(4)),
+    *(Send(f"online{i}", 0.23 + 0.005 * i, 8, 16, 0) for i in range(4)),
+]
+
+
+@pytest.fixture(scope="module", params=["priority", "fcfs"])
+def policy_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, RealVllm]]:
+    policy = str(request.param)
+    with (
+        tempfile.TemporaryDirectory(prefix=f"vg-real-{policy}-") as directory,
+        real_vllm(Path(directory), f"{CONFIG}scheduling-policy: {policy}\n") as running,
+    ):
+        yield policy, running
+
+
+def _post(url: str, body: dict[str, Any]) -> tuple[int, int]:
+    data = json.dumps({**EXACT, **body}).encode()
+    request = urllib.request.Request(
+        f"{url}/v1/completions", data=data, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=120) as answer:
+        return answer.status, json.loads(answer.read())["usage"]["completion_tokens"]
+
+
+def _preemptions(url: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("vllm:num_preemptions_total")
+    )
+
+
+def _real_scene(server: RealVllm, scene: list[Send]) -> tuple[list[str], float]:
+    """The names in the order their answers came back, and the preemptions meanwhile."""
+    before = _preemptions(server.url)
+    finished: list[str] = []
+    answers: dict[str, tuple[int, int]] = {}
+
+    def client(send: Send) -> None:
+        body = {"prompt": [7] * send.prompt_tokens, "max_tokens": send.max_tokens}
+        answers[send.name] = _post(server.url, {**body, "priority": send.priority})
+        finished.append(send.name)
+
+    threads = []
+    started = time.monotonic()
+    for send in scene:
+        time.sleep(max(0.0, started + send.at - time.monotonic()))
+        threads.append(threading.Thread(target=client, args=(send,), name=send.name))
+        threads[-1].start()
+    for thread in threads:
+        thread.join(timeout=180)
+    assert answers == {send.name: (200, send.max_tokens) for send in scene}
+    return finished, _preemptions(server.url) - before
+
+
+def _simulated_scene(policy: str, scene: list[Send]) -> tuple[list[str], float]:
+    profile = load_profile("tiny-llama-cpu")
+    settings = EngineSettings.defaults(
+        profile, scheduling_policy=SchedulingPolicy(policy), **SETTINGS
+    )
+    arrivals = [Arrival(s.at, s.prompt_tokens, s.max_tokens, s.priority) for s in scene]
+    run = VirtualRun(Engine(profile, settings), arrivals)
+    run.run()
+    names = {f"cmpl-{index}": send.name for index, send in enumerate(scene)}
+    records = sorted(run.finished, key=lambda record: record.finished_at)
+    return [names[r.request_id] for r in records], sum(r.num_preemptions for r in records)
+
+
+def test_under_kv_shortage_the_policy_chooses_whom_to_preempt(
+    policy_server: tuple[str, RealVllm],
+) -> None:
+    policy, server = policy_server
+    expected = ["online", "batch"] if policy == "priority" else ["batch", "online"]
+    for name, (order, preemptions) in {
+        "real": _real_scene(server, KV_SHORTAGE),
+        "simulated": _simulated_scene(policy, KV_SHORTAGE),
+    }.items():
+        assert order == expected, name
+        assert preemptions >= 1, name
+
+
+def test_under_saturation_the_policy_orders_the_queue(
+    policy_server: tuple[str, RealVllm],
+) -> None:
+    policy, server = policy_server
+    for name, (order, _) in {
+        "real": _real_scene(server, SATURATION),
+        "simulated": _simulated_scene(policy, SATURATION),
+    }.items():
+        served = [entry for entry in order if entry != "long"]
+        if policy == "priority":
+            assert served[-2:] == ["batch2", "batch3"], (name, order)
+            assert set(served[:-2]) >= {f"online{i}" for i in range(4)}, (name, order)
+        else:
+            arrival_order = [f"batch{i}" for i in range(4)] + [f"online{i}" for i in range(4)]
+            assert served == arrival_order, (name, order)
+        assert order[-1] == "long", (name, order)
