@@ -19,7 +19,8 @@ The server's scheduling policy (:mod:`daemon.batch.scheduling`, re-read every
 :data:`SCHEDULING_TTL_S` and after every change of the server) decides the rest: under
 ``priority`` the lane's requests carry ``[batch] priority``; under ``fcfs`` (or unknown) they
 carry none and a lane a policy opens is bound tight (:func:`daemon.policy.batch_lane.fcfs_bound`;
-a lane no policy watches stays at the operator's ``[batch] concurrency``).
+a lane no policy watches stays at the operator's ``[batch] concurrency``). Once the fcfs bound
+has closed a lane, it stays closed for :data:`FCFS_REOPEN_S`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ log = logging.getLogger(__name__)
 
 TICK_S = 1.0  # how often the lanes are looked at: a lane narrows within about this long
 SCHEDULING_TTL_S = 30.0  # how long a server's scheduling policy is taken as read
+# Under fcfs, how long the lane stays closed after a request was last seen waiting: waiting
+# flickers around 0 near capacity, and each reopening would cut requests off at the next close.
+FCFS_REOPEN_S = 10.0
 # How long a look's views serve the next looks: they change only with a scrape (every 2 s by
 # default), and building them (every signal, quantiles included) is the costly part of a look.
 VIEWS_TTL_S = 2.0
@@ -96,6 +100,7 @@ class LaneSteerer:
         self._config = config
         self._views_ttl_s = views_ttl_s
         self._built: tuple[float, Mapping[str, TargetView]] | None = None
+        self._fcfs_closed_at: dict[str, float] = {}
         self._read = read
         self._scheduling: dict[str, tuple[float, Scheduling]] = {}
         self._specs = specs
@@ -153,7 +158,8 @@ class LaneSteerer:
             elif not scheduling.priority and decided.width > 0:
                 views = self._views_now() if views is None else views
                 view = views.get(target, view)
-                decided = fcfs_bound(decided, view, config.batch.fcfs_share)
+                bounded = fcfs_bound(decided, view, config.batch.fcfs_share)
+                decided = self._fcfs_hold(target, bounded)
             self._set(lane, self._checked(target, lane, decided, config.governor.state_dir))
 
     def _checked(self, target: str, lane: Lane, decided: LaneWidth, state_dir: Path) -> LaneWidth:
@@ -167,6 +173,18 @@ class LaneSteerer:
             if frozen:
                 return LaneWidth(lane.width, decided.policy, f"{frozen}: the lane may not widen")
         return decided
+
+    def _fcfs_hold(self, target: str, bounded: LaneWidth) -> LaneWidth:
+        """Keep an fcfs lane closed for :data:`FCFS_REOPEN_S` after it was closed."""
+        now = self._clock.monotonic()
+        if bounded.width == 0:
+            self._fcfs_closed_at[target] = now
+            return bounded
+        closed_at = self._fcfs_closed_at.get(target)
+        if closed_at is None or now - closed_at >= FCFS_REOPEN_S:
+            return bounded
+        reason = f"fcfs: closed {now - closed_at:.0f} s ago, reopens {FCFS_REOPEN_S:g} s after"
+        return LaneWidth(0, bounded.policy, reason)
 
     def _views_now(self) -> Mapping[str, TargetView]:
         """The targets' views, built again once they are :data:`VIEWS_TTL_S` old."""

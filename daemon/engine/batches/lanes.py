@@ -45,12 +45,16 @@ class Lane:
         return len(self._in_flight)
 
     def set(self, width: int, reason: str, policy: str | None = None) -> None:
-        """Make the lane ``width`` wide; cancel the newest requests beyond it."""
+        """Make the lane ``width`` wide; cancel the newest requests beyond it.
+
+        Only requests still running count: one that has ended (its callback not run yet) or
+        is being cancelled already leaves its place to the next, not one more cut.
+        """
         self.width, self.reason, self.policy = max(0, width), reason, policy
-        for task in self._in_flight[self.width :]:
-            if not task.done():
-                task.cancel()
-                self.narrowed += 1
+        running = [task for task in self._in_flight if not task.done() and not task.cancelling()]
+        for task in running[self.width :]:
+            task.cancel()
+            self.narrowed += 1
         self._room.set()
 
     async def room(self) -> None:
