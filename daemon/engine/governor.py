@@ -46,6 +46,7 @@ from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_feed import LiveFeed, SignalFeed
 from daemon.engine.evaluation.signal_plane import SignalPlane
+from daemon.engine.evaluation.tuner import Tuner
 from daemon.engine.evaluation.whatif_desk import WhatIfDesk
 from daemon.engine.fleet_plane import FleetPlane
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
@@ -168,6 +169,19 @@ class Governor:
             clock=clock,
             registry=registry,
         )
+        self._tuner = Tuner(
+            config,
+            self._signals.store,
+            clock,
+            self._ledger,
+            registry,
+            knobs=self._actuation.knobs,
+            specs=lambda: self._policies.policies.specs,
+            route=router.submit,
+            quarantine=self._quarantine_tuned,
+            tell=self._notifications.send,
+            reply=self._approvals.reply_in_thread,
+        )
         self._evaluator = Evaluator(
             config,
             self._policies.current,
@@ -179,6 +193,7 @@ class Governor:
             route=router.submit,
             observe=self._recorder.record,
             notify=self._notifications.send,
+            tune=self._tuner.submit,
         )
         # The fast loop of the admission gates: only with an actuator and a gate configured.
         self._admission = admission_loop(
@@ -296,6 +311,7 @@ class Governor:
         tasks.extend(self._feed.tasks())
         tasks.append(EternalTask("evaluator", self._evaluator.run))
         tasks.extend(self._policies.tasks())
+        tasks.extend(self._tuner.tasks())
         tasks.extend(self._actuation.tasks())
         if self._admission is not None:
             tasks.append(EternalTask("admission loop", self._admission[0].run))
@@ -450,6 +466,7 @@ class Governor:
         answer = self._policies.explain(name)
         if "error" in answer:
             raise ControlError(str(answer["error"]))
+        await self._tuner.explained(name, answer, fresh=request.args.get("whatif") is True)
         return answer
 
     async def _handle_plan(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:
@@ -461,6 +478,12 @@ class Governor:
         if isinstance(intents, str):
             raise ControlError(intents)
         return {"policy": name, "plans": await self._actuation.dry_runs(intents)}
+
+    def _quarantine_tuned(self, policy: str, target: str, why: str) -> None:
+        """Quarantine a tune policy whose prediction missed, as a failed change's is."""
+        self._actuation.journal.quarantine(policy, target, why, None)
+        log.warning("tune policy quarantined", extra={"policy": policy, "target": target})
+        self._announce("quarantined", {"policy": policy, "target": target, "reason": why})
 
     async def _handle_quarantine(self, _request: ControlRequest, _caller: Caller) -> dict[str, Any]:
         journal = self._actuation.journal

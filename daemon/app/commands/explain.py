@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from daemon.core.settings import GovernorConfig
 
 
+_WHATIF_TIMEOUT_S = 180.0
+
+
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``explain`` subcommand."""
     parser = subparsers.add_parser(
@@ -43,6 +46,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=float,
         default=5.0,
         help="seconds of one-off collection without a daemon (default 5)",
+    )
+    parser.add_argument(
+        "--whatif",
+        action="store_true",
+        help="a tune policy: run its what-if now (in the daemon's worker) rather than show "
+        "its last round",
     )
     parser.add_argument("--json", action="store_true", help="print the raw JSON answer")
     parser.set_defaults(main=main)
@@ -77,7 +86,11 @@ def _answer(args: argparse.Namespace) -> dict[str, Any]:
     config = None if args.socket is not None else _config(args.config)
     socket_path: Path = args.socket if config is None else config.control.socket_path
     try:
-        answer: dict[str, Any] = call_daemon(socket_path, "explain", policy=args.policy)
+        # A what-if round takes seconds in the daemon's worker (bounded at 150 s).
+        timeout_s = _WHATIF_TIMEOUT_S if args.whatif else 10.0
+        answer: dict[str, Any] = call_daemon(
+            socket_path, "explain", timeout_s, policy=args.policy, whatif=args.whatif
+        )
     except DaemonNotRunningError:
         return _without_daemon(config or _config(args.config), args)
     return answer
@@ -156,7 +169,24 @@ def render(answer: dict[str, Any]) -> list[str]:
         for would in view["would"] or [{"kind": "nothing", "guard": None, "intent": None}]:
             guard = f" (blocked by {would['guard']})" if would["guard"] else ""
             intent = f": {would['intent']['changes']}" if would["intent"] else ""
+            if would["kind"] == "tune":
+                intent = " (a what-if round picks the values)"
             lines.append(f"    would: {would['kind']}{guard}{intent}")
+        if "tune" in view:
+            lines.extend(_tune_lines(view["tune"]))
+    return lines
+
+
+def _tune_lines(tune: dict[str, Any]) -> list[str]:
+    """A tune policy's what-if: its last round's candidates and predictions, or why none."""
+    from daemon.app.commands.whatif_table import report_lines
+
+    if tune.get("error"):
+        return [f"    what-if: could not run: {tune['error']}"]
+    if tune.get("report") is None:
+        return ["    what-if: no round yet (it runs when the policy acts; --whatif runs one now)"]
+    lines = [f"    what-if, {tune['age_s']:g} s ago:"]
+    lines += [f"      {line}" if line else "" for line in report_lines(tune["report"])]
     return lines
 
 

@@ -77,6 +77,8 @@ class Evaluator:
             returns the decisions it blocked, to be recorded as well.
         observe: Sees each tick's views before the policies do (the recorder).
         notify: Takes the notify decisions (the channels of :mod:`daemon.engine.runtime.notifiers`).
+        tune: Takes the ``tune`` decisions: queues their what-if rounds, which run off the
+            loop (:class:`~daemon.engine.evaluation.tuner.Tuner`).
     """
 
     config: Callable[[], GovernorConfig]
@@ -89,6 +91,7 @@ class Evaluator:
     route: Callable[[Sequence[Decision]], Sequence[Decision]]
     observe: Callable[[datetime, float, Mapping[str, TargetView]], None]
     notify: Callable[[Sequence[Decision]], None]
+    tune: Callable[[Sequence[Decision]], None]
 
     async def run(self, readiness: Readiness) -> None:
         """Load the persisted state, then evaluate forever."""
@@ -126,6 +129,7 @@ class Evaluator:
             self._report(decision)
         # After the decisions are recorded, so that what people are told is in the audit log.
         self.notify([d for d in result.decisions if d.kind is DecisionKind.NOTIFY])
+        self.tune([d for d in result.decisions if d.kind is DecisionKind.TUNE])
         self.metrics.ticks.observe(self.clock.monotonic() - started)
         return result
 
