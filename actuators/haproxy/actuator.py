@@ -25,11 +25,13 @@ from daemon.api import (
     CAP_REFUSED,
     CAP_REVERTED,
     CAP_UNCHANGED,
+    NO_FREEZE_SOURCE,
     CapChange,
     CapJournal,
     CapResult,
     CapState,
     Clock,
+    FreezeSource,
     GateRuntime,
     GovernorError,
     VllmInstance,
@@ -44,12 +46,21 @@ class HaproxyActuator:
         journal: Where each change is kept.
         clock: The injected clock (freeze expiries are wall-clock times).
         freeze_dir: Where freeze files are looked for (the governor's state directory).
+        fleet_freeze: The fleet's freeze: a cap is live, so only a freeze in force holds it,
+            never a fleet that cannot be seen.
     """
 
-    def __init__(self, journal: CapJournal, clock: Clock, freeze_dir: Path) -> None:
+    def __init__(
+        self,
+        journal: CapJournal,
+        clock: Clock,
+        freeze_dir: Path,
+        fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
+    ) -> None:
         self._journal = journal
         self._clock = clock
         self._freeze_dir = freeze_dir
+        self._fleet_freeze = fleet_freeze
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def set_cap(
@@ -74,7 +85,10 @@ class HaproxyActuator:
             return f"cap {change.cap} is below 1 (0 would mean no limit at all)"
         if change.cap > change.max_cap:
             return f"cap {change.cap} is above max-num-seqs {change.max_cap}"
-        frozen = freeze_reason(self._freeze_dir, instance.name, self._clock.wall())
+        now = self._clock.wall()
+        frozen = freeze_reason(self._freeze_dir, instance.name, now) or (
+            self._fleet_freeze.freeze_reason(instance.name, now, restart=False)
+        )
         if frozen:
             return f"{frozen}: the cap holds"
         if instance.mode == "dry-run":

@@ -157,7 +157,8 @@ class GateKind:
     Attributes:
         name: The kind's name (``haproxy_gate``).
         section: Its settings section (``[vllm.gate]``).
-        factory: Builds the gate's actuator from its journal, the clock and the freeze files.
+        factory: Builds the gate's actuator from its journal, the clock, the freeze files and
+            the fleet's freeze.
         capabilities: What its changes are like (live, journaled, set back on failure).
     """
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from daemon.core.clock import Clock
+from daemon.core.freeze_sources import FreezeSource
 from daemon.core.settings import VllmInstance
 
 
@@ -130,5 +131,6 @@ class GateActuator(Protocol):
         ...
 
 
-# journal, clock, freeze directory (the governor's state directory) -> the actuator.
-GateActuatorFactory = Callable[[CapJournal, Clock, Path], GateActuator]
+# journal, clock, freeze directory (the governor's state directory), the fleet's freeze (a
+# cap is a live change: only a freeze in force holds it) -> the actuator.
+GateActuatorFactory = Callable[[CapJournal, Clock, Path, FreezeSource], GateActuator]

@@ -205,6 +205,7 @@ class Governor:
             clock=clock,
             registry=registry,
             factory=None if (gate := gate_kind(kinds)) is None else gate.factory,
+            fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
         )
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()

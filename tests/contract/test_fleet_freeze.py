@@ -1,6 +1,7 @@
 """The fleet freeze against a real etcd: what each governor's freeze watch says, the vLLM
-actuator (over supervisord and a real ``sim serve``) refusing what it holds, and a live log
-level (the Envoy admin double) going on while the fleet cannot be seen.
+actuator (over supervisord and a real ``sim serve``) refusing what it holds, and the live
+changes (a log level on the Envoy admin double, an admission gate's cap) going on while the
+fleet cannot be seen and held while it is frozen.
 """
 
 from __future__ import annotations
@@ -11,18 +12,21 @@ from pathlib import Path
 
 import pytest
 
+from actuators.haproxy.actuator import HaproxyActuator
 from actuators.http_log_level.actuator import HttpLogLevelActuator
 from actuators.vllm.actuator import VllmActuator
 from daemon.api import (
     DONE,
     DRY_RUN,
     REFUSED,
+    CapChange,
     ChangeRequest,
     Envelope,
     HttpLogLevelTarget,
     SystemClock,
     VllmInstance,
 )
+from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.freeze_watch import FleetFreezeWatch
@@ -228,3 +232,25 @@ def test_a_live_log_level_goes_on_while_the_fleet_is_unseen_and_stops_when_froze
 
     with EtcdCluster(tmp_path / "etcd") as cluster, EnvoyAdmin() as admin:
         asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5), admin))
+
+
+def test_the_admission_gate_cap_is_held_by_a_freeze_not_by_an_unseen_fleet(
+    tmp_path: Path,
+) -> None:
+    async def scenario(client: EtcdGateway) -> None:
+        watch = watch_of(client, SteppedClock())
+        journal = SqliteCapJournal(tmp_path / "state.sqlite3", SystemClock())
+        gate = HaproxyActuator(journal, SystemClock(), tmp_path, fleet_freeze=watch)
+        instance = VllmInstance(name="a1", url="http://127.0.0.1:9")
+        change = CapChange("a1", "admission", cap=8, max_cap=64, reason="queue builds up")
+        assert gate.preflight(instance, change) == ""  # unseen: a cap is live, it goes on
+
+        soon = datetime.now(UTC) + timedelta(hours=1)
+        await freeze(client, KEYS, group="llama", until=soon, reason="model swap", by="ops")
+        await watch.refresh()
+        held = gate.preflight(instance, change)
+        assert "fleet freeze of group llama until" in held
+        assert held.endswith("model swap (by ops): the cap holds")
+
+    with EtcdCluster(tmp_path / "etcd") as cluster:
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))

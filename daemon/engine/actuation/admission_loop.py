@@ -32,6 +32,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from daemon.core.clock import Clock
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.gate_actuation import (
     CAP_APPLIED,
     CAP_UNCHANGED,
@@ -316,6 +317,7 @@ def admission_loop(
     clock: Clock,
     registry: CollectorRegistry,
     factory: GateActuatorFactory | None,
+    fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
 ) -> tuple[AdmissionLoop, SqliteCapJournal] | None:
     """The loop and its journal, when there is an actuator and an instance with a gate."""
     current = config()
@@ -335,7 +337,7 @@ def admission_loop(
         rows=lambda window_s, only: signals.rows(window_s=window_s, only=only),
         knobs=actuation.knobs,
         gates=gates,
-        actuator=factory(journal, clock, state_dir),
+        actuator=factory(journal, clock, state_dir, fleet_freeze),
         clock=clock,
         registry=registry,
     )
