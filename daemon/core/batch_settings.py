@@ -13,8 +13,8 @@ refused gets a ``NAME.rejected.txt`` beside it saying why, file:line.
 Where the target runs ``--scheduling-policy priority`` (:mod:`daemon.batch.scheduling`), every
 batch request carries ``priority`` (vLLM runs lower values first; online requests default to
 0), so that online requests waiting overtake batch ones. Under ``fcfs`` nothing can overtake:
-the lane is then at most ``fcfs_share`` of ``max-num-seqs`` wide, and closed while any request
-waits in vLLM's queue.
+a lane a policy opens then takes only the slots online requests leave free (one spare), at most
+``fcfs_share`` of ``max-num-seqs``, and is closed while an online request waits in vLLM.
 """
 
 from __future__ import annotations

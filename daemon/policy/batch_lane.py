@@ -118,20 +118,29 @@ def fcfs_bound(decided: LaneWidth, view: TargetView, share: float) -> LaneWidth:
 
     Under ``fcfs`` an online request that arrives while every sequence slot is taken waits
     behind whatever is queued, batch requests included, and nothing overtakes. So the lane
-    takes at most ``share`` of ``max-num-seqs`` (1 request while ``max-num-seqs`` is unknown),
-    and closes whenever a request waits in vLLM (``waiting`` > 0) or ``waiting`` has no fresh
-    value: a queue means the slots are wanted, and unknown means do not act.
+    takes only slots online requests leave free, one kept spare for the next arrival
+    (``max-num-seqs - running - waiting - 1``, the view's online counts), at most ``share`` of
+    ``max-num-seqs`` (1 request while ``max-num-seqs`` is unknown); and it closes whenever an
+    online request waits (``waiting`` > 0) or ``waiting`` or ``running`` has no fresh value: a
+    queue means the slots are wanted, and unknown means do not act. Taking only free slots
+    also keeps the lane's own requests from queueing ahead of online ones.
     """
     if decided.width == 0:
         return decided
-    waiting = view.signals.get("waiting")
-    if not isinstance(waiting, int | float):
-        return LaneWidth(0, decided.policy, "fcfs: no fresh `waiting` value, closed")
+    waiting, running = view.signals.get("waiting"), view.signals.get("running")
+    if not isinstance(waiting, int | float) or not isinstance(running, int | float):
+        return LaneWidth(0, decided.policy, "fcfs: no fresh `waiting` or `running`, closed")
     if waiting > 0:
         return LaneWidth(0, decided.policy, f"fcfs: {waiting:g} request(s) wait in vLLM, closed")
     seqs = view.knobs.get("max_num_seqs")
-    cap = 1 if seqs is None else max(1, int(seqs * share))
+    if seqs is None:
+        cap, where = 1, "max-num-seqs unknown"
+    else:
+        free = int(seqs - running - waiting) - 1
+        cap = max(0, min(max(1, int(seqs * share)), free))
+        where = f"{share:g} of max-num-seqs {seqs:g}, {max(free, 0)} slot(s) free of online"
     if decided.width <= cap:
         return decided
-    where = "max-num-seqs unknown" if seqs is None else f"{share:g} of max-num-seqs {seqs:g}"
+    if cap == 0:
+        return LaneWidth(0, decided.policy, f"fcfs: no slot free of online ({where}), closed")
     return LaneWidth(cap, decided.policy, f"{decided.reason}; fcfs: at most {cap} ({where})")

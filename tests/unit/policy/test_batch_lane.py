@@ -8,10 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from daemon.batch.own_traffic import OwnTraffic
 from daemon.core.errors import ConfigError
 from daemon.policy.batch_lane import LaneWidth, fcfs_bound, lane_width
 from daemon.policy.evaluate import TargetView, evaluate
 from daemon.policy.loading import load_policy, parse_policy
+from daemon.policy.online_signals import online_signals
 from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.testing.runner import run_file
@@ -164,16 +166,24 @@ def test_shadow_policies_never_steer_and_windows_bound_the_opening() -> None:
 def test_under_fcfs_the_lane_is_tight() -> None:
     wide = LaneWidth(8, "night-batch", "night-batch: 8")
     seqs = {"max_num_seqs": 32.0}
+    idle = {"waiting": 0.0, "running": 0.0}
     # A quarter of max-num-seqs at most.
-    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, seqs), 0.25).width == 8
-    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, seqs), 0.125).width == 4
+    assert fcfs_bound(wide, TargetView("main", idle, seqs), 0.25).width == 8
+    assert fcfs_bound(wide, TargetView("main", idle, seqs), 0.125).width == 4
+    # Only the slots online requests leave free, one kept spare: 32 - 28 - 1 = 3.
+    busy = fcfs_bound(wide, TargetView("main", {**idle, "running": 28.0}, seqs), 0.25)
+    assert busy.width == 3
+    assert "3 slot(s) free of online" in busy.reason
+    full = fcfs_bound(wide, TargetView("main", {**idle, "running": 31.0}, seqs), 0.25)
+    assert (full.width, full.policy) == (0, "night-batch")
     # One request while max-num-seqs is unknown.
-    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, {}), 0.25).width == 1
+    assert fcfs_bound(wide, TargetView("main", idle, {}), 0.25).width == 1
     # Closed while anything waits in vLLM, or while that is not known.
-    waiting = fcfs_bound(wide, TargetView("main", {"waiting": 1.0}, seqs), 0.25)
+    waiting = fcfs_bound(wide, TargetView("main", {**idle, "waiting": 1.0}, seqs), 0.25)
     assert (waiting.width, waiting.policy) == (0, "night-batch")
     assert "wait in vLLM" in waiting.reason
-    assert fcfs_bound(wide, TargetView("main", {}, seqs), 0.25).width == 0
+    assert fcfs_bound(wide, TargetView("main", {"running": 0.0}, seqs), 0.25).width == 0
+    assert fcfs_bound(wide, TargetView("main", {"waiting": 0.0}, seqs), 0.25).width == 0
 
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "policies"
@@ -213,3 +223,15 @@ def test_a_lane_is_bounded_in_time_by_windows_not_opened_at_moments() -> None:
         re.match(r"p.yaml:\d+:\d+: schedule.at: a batch lane is open while its policy fires", p)
         for p in problems
     ), problems
+
+
+def test_under_fcfs_a_batch_request_queued_in_vllm_closes_the_lane() -> None:
+    # vLLM full (8 of 8 running, 2 of them batch) and one more batch request queued: online
+    # arrivals would wait behind it. Online, nothing waits, but no slot is free of online.
+    raw = {"running": 8.0, "waiting": 1.0}
+    online = online_signals(raw, OwnTraffic(3, 0.0, 0.0, 0.0))
+    assert (online["waiting"], online["running"]) == (0.0, 6.0)
+    view = TargetView("main", online, {"max_num_seqs": 8.0})
+    assert fcfs_bound(LaneWidth(3, "night-batch", "3"), view, 0.5).width == 1  # 8 - 6 - 1
+    full = TargetView("main", {**online, "running": 7.0}, {"max_num_seqs": 8.0})
+    assert fcfs_bound(LaneWidth(3, "night-batch", "3"), full, 0.5).width == 0
