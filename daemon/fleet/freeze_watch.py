@@ -23,6 +23,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from daemon.core.clock import Clock
+from daemon.core.fleet_settings import FleetSection
 from daemon.fleet.errors import FleetError
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
@@ -114,3 +115,21 @@ class FleetFreezeWatch:
         if self._read_at is None:
             return "never"
         return f"{self._clock.monotonic() - self._read_at:.0f} s ago"
+
+
+async def freezes_now(section: FleetSection, clock: Clock) -> FleetFreezeWatch:
+    """A watch that has read the fleet's freezes once, for a command run without the daemon.
+
+    ``apply --dry-run --set`` builds its own actuator: this gives it the same answers a running
+    governor's watch would (unknown, and so holding restarts, when etcd cannot be read).
+    """
+    watch = FleetFreezeWatch(
+        EtcdGateway(section.endpoints, section.request_timeout_s),
+        FleetKeys(section.prefix),
+        group_of=section.group_of,
+        refresh_s=section.refresh_s,
+        stale_after_s=section.lease_ttl_s,
+        clock=clock,
+    )
+    await watch.refresh()
+    return watch

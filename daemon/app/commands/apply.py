@@ -97,7 +97,9 @@ def _by_hand(args: argparse.Namespace) -> list[dict[str, Any]]:
     from daemon.core.actuation import ChangeRequest
     from daemon.core.clock import SystemClock
     from daemon.core.config_files import load_config
+    from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
     from daemon.engine.storage.journal_store import SqliteJournal
+    from daemon.fleet.freeze_watch import freezes_now
 
     config = load_config(args.config)
     instance = next((v for v in config.vllm if v.name == args.instance), None)
@@ -112,7 +114,13 @@ def _by_hand(args: argparse.Namespace) -> list[dict[str, Any]]:
     clock = SystemClock()
     # A throw-away journal: a dry run by hand must not need write access to the daemon's.
     journal = SqliteJournal(Path(":memory:"), clock)
-    actuator = VllmActuator(journal, _NoSignals(), clock, config.governor.state_dir)
+    # In a fleet, the fleet's freeze as etcd holds it now (unknown when etcd cannot be read).
+    fleet_freeze: FreezeSource = NO_FREEZE_SOURCE
+    if config.fleet.enabled:
+        fleet_freeze = asyncio.run(freezes_now(config.fleet, clock))
+    actuator = VllmActuator(
+        journal, _NoSignals(), clock, config.governor.state_dir, fleet_freeze=fleet_freeze
+    )
     current = actuator.current_knobs(instance)
     request = ChangeRequest(
         target=instance.name,
