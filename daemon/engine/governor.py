@@ -46,7 +46,7 @@ from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.recorder import Recorder
 from daemon.engine.evaluation.signal_feed import LiveFeed, SignalFeed
 from daemon.engine.evaluation.signal_plane import SignalPlane
-from daemon.engine.evaluation.tuner import Tuner
+from daemon.engine.evaluation.tuner import OFF_LOOP, Tuner, WhatIfRunner
 from daemon.engine.evaluation.whatif_desk import WhatIfDesk
 from daemon.engine.fleet_plane import FleetPlane
 from daemon.engine.runtime.control_server import Caller, Handler, serve_control_socket
@@ -79,8 +79,10 @@ class Governor:
     """The daemon: builds its tasks, serves status, reloads its configuration.
 
     Its ports are constructor arguments: the clock, the service manager, the table of actuator
-    kinds, and the signal feed. Without a ``feed`` the policies see the signal plane's
-    sources (the daemon); a backtest feeds recorded views on a virtual clock instead.
+    kinds, the signal feed and where what-if rounds run. Without a ``feed`` the policies see the
+    signal plane's sources (the daemon); a backtest feeds recorded views on a virtual clock
+    instead. Rounds run in a worker process (``OFF_LOOP``) unless the clock is virtual
+    (``IN_PROCESS``: a worker would run in real time while the clock jumps).
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class Governor:
         *,
         kinds: Sequence[Kind] = (),
         feed: SignalFeed | None = None,
+        whatif: WhatIfRunner = OFF_LOOP,
     ) -> None:
         self._loaded = loaded
         self._clock = clock
@@ -181,6 +184,7 @@ class Governor:
             quarantine=self._quarantine_tuned,
             tell=self._notifications.send,
             reply=self._approvals.reply_in_thread,
+            runner=whatif,
         )
         self._evaluator = Evaluator(
             config,

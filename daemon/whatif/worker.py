@@ -115,6 +115,25 @@ async def _off_loop(job: Round | RealisedCheck, cpu_limit_s: float, wall_limit_s
     raise WhatIfError(message)
 
 
+async def plan_in_process(job: Round) -> WhatIfReport:
+    """Run a round in this process, on the loop: for runs on a virtual clock only.
+
+    A worker process runs in real time while a :class:`~daemon.core.virtual_time.\
+VirtualTimeLoop`'s clock jumps over the wait: its wall-clock bound would pass in no time and
+    the round would be stopped. On a virtual clock a round that blocks the loop costs no
+    virtual time instead, so the governed run's stages see it take none (``simulate``).
+
+    Raises:
+        WhatIfError: as :func:`plan_off_loop`.
+    """
+    return run_round(job)
+
+
+async def measure_in_process(check: RealisedCheck) -> Realised:
+    """Measure a realised effect in this process: for runs on a virtual clock only."""
+    return check()
+
+
 def main() -> int:
     """The worker's side: bound itself, read the request, plan, write the report."""
     _bound_cpu(float(sys.argv[1]))

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry
 
 from daemon.core.settings import GovernorConfig
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
-from daemon.engine.evaluation.tuner import Tuner
+from daemon.engine.evaluation.tuner import OFF_LOOP, Tuner, WhatIfRunner
 from daemon.engine.storage.state_store import StateStore
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
@@ -92,6 +92,8 @@ def _tuner(
     ledger: PolicyLedger,
     routed: list[Decision],
     specs: tuple[PolicySpec, ...] = (),
+    *,
+    runner: WhatIfRunner = OFF_LOOP,
 ) -> Tuner:
     spec = WorkloadSpec(
         name="code-like",
@@ -118,6 +120,7 @@ def _tuner(
         quarantine=lambda policy, target, why: None,
         tell=lambda decisions: None,
         reply=_no_reply,
+        runner=runner,
     )
 
 

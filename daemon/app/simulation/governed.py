@@ -42,6 +42,7 @@ from daemon.app.simulation.journals import read_events
 from daemon.app.simulation.sandbox import Sandbox, sandboxed
 from daemon.core.settings import GovernorConfig
 from daemon.core.virtual_time import VirtualClock, run_in_virtual_time
+from daemon.engine.evaluation.tuner import IN_PROCESS
 from daemon.engine.governor import Governor, LoadedConfig
 from daemon.engine.runtime.service_manager import NoServiceManager
 from simulator.errors import SpecError
@@ -139,6 +140,8 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
         NoServiceManager(),
         # The daemon's table, with the restart run on the simulated host.
         kinds=(replace(VLLM, factory=actuator), HAPROXY_GATE),
+        # On the virtual clock a worker process would run in real time while the clock jumps.
+        whatif=IN_PROCESS,
     )
     events = EventLog()
     approver = SimulatedApprover(

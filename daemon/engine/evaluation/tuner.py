@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -38,7 +39,7 @@ from daemon.policy.tick import StateKey, vetoes_in_force
 from daemon.sources.store import SignalStore
 from daemon.whatif.errors import WhatIfError
 from daemon.whatif.planning import WhatIfReport
-from daemon.whatif.realised import HISTOGRAMS, RealisedCheck
+from daemon.whatif.realised import HISTOGRAMS, Realised, RealisedCheck
 from daemon.whatif.rounds import Round
 from daemon.whatif.series_snapshot import READ, snapshot
 from daemon.whatif.tuned_effects import EffectWatch, Expected, realised_decision
@@ -48,11 +49,36 @@ from daemon.whatif.tuning import (
     question_of_tune,
     tuned_decision,
 )
-from daemon.whatif.worker import measure_off_loop, plan_off_loop
+from daemon.whatif.worker import (
+    measure_in_process,
+    measure_off_loop,
+    plan_in_process,
+    plan_off_loop,
+)
 
 log = logging.getLogger(__name__)
 
 PlanRound = Callable[[Round], Awaitable[WhatIfReport]]
+MeasureEffect = Callable[[RealisedCheck], Awaitable[Realised]]
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIfRunner:
+    """Where rounds and measurements run: the daemon's worker process, or in process.
+
+    In process is for runs on a virtual clock (``simulate``), where a worker process would run
+    in real time while the clock jumps (:func:`daemon.whatif.worker.plan_in_process`).
+    """
+
+    plan_round: PlanRound
+    measure: MeasureEffect
+
+
+OFF_LOOP = WhatIfRunner(plan_off_loop, measure_off_loop)
+"""The daemon's: a worker process per round, bounded in CPU and wall-clock time."""
+
+IN_PROCESS = WhatIfRunner(plan_in_process, measure_in_process)
+"""Virtual-time runs': on the loop, taking no virtual time."""
 
 CHECK_INTERVAL_S = 30.0
 """How often tuned changes are looked at: in force yet, and their window passed?"""
@@ -78,14 +104,15 @@ class Tuner:
         quarantine: Callable[[str, str, str], None],
         tell: Callable[[Sequence[Decision]], None],
         reply: Callable[[str, str, str], Awaitable[bool]],
-        plan_round: PlanRound = plan_off_loop,
+        runner: WhatIfRunner = OFF_LOOP,
     ) -> None:
         """Build the stage from its ports.
 
         ``route`` takes accepted intents (the router); ``quarantine`` stops a policy on a
         target with a reason (the actuation journal's quarantine); ``tell`` takes the
         ``realised`` decisions whose text goes to its channels (MQTT); ``reply`` posts the
-        text in the Slack thread of the policy's proposal on the target.
+        text in the Slack thread of the policy's proposal on the target. ``runner`` says where
+        rounds run (:data:`OFF_LOOP` in the daemon, :data:`IN_PROCESS` on a virtual clock).
         """
         self._config = config
         self._store = store
@@ -97,8 +124,8 @@ class Tuner:
         self._quarantine = quarantine
         self._tell = tell
         self._reply = reply
-        self._plan_round = plan_round
-        self._measure_off_loop = measure_off_loop
+        self._plan_round = runner.plan_round
+        self._measure_off_loop = runner.measure
         self._effects = EffectWatch()
         self._queue: asyncio.Queue[Decision] = asyncio.Queue()
         self._waiting: set[StateKey] = set()
