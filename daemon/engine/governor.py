@@ -156,7 +156,14 @@ class Governor:
             ),
         )
         self._approvals = ApprovalsPlane(
-            config, clock, registry, state_path, self._actuation, lens=lens, secrets=secrets
+            config,
+            clock,
+            registry,
+            state_path,
+            self._actuation,
+            lens=lens,
+            secrets=secrets,
+            fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
         )
         router = Router(self._actuation, registry, propose=self._approvals.propose)
         self._notifications = self._notifiers()

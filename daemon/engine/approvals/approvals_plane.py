@@ -45,6 +45,7 @@ from daemon.approvals.state_machine import (
 from daemon.approvals.wording import format_duration
 from daemon.core.approval_settings import AllowListSection, ApprovalsSection
 from daemon.core.clock import Clock
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.secrets import GovernorSecrets
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.actuation_plane import ActuationPlane
@@ -105,11 +106,17 @@ class ApprovalsPlane:
         lens: Lens,
         secrets: GovernorSecrets | None = None,
         host: str | None = None,
+        fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
     ) -> None:
-        """``lens`` shows the policies as they stand when a click comes (its re-check)."""
+        """``lens`` shows the policies as they stand when a click comes (its re-check).
+
+        ``fleet_freeze`` is the fleet's freeze: a click waits for it as for a freeze file (a
+        proposal restarts a server, so an unseen fleet makes it wait too).
+        """
         self._config = config
         self._clock = clock
         self._actuation = actuation
+        self._fleet_freeze = fleet_freeze
         self._host = host or socket.gethostname()
         self.store = ProposalStore(state_path)
         self.lens = lens
@@ -358,7 +365,10 @@ class ApprovalsPlane:
             ),
             None,
         )
-        frozen = freeze_reason(config.governor.state_dir, proposal.instance, self._clock.wall())
+        now = self._clock.wall()
+        frozen = freeze_reason(config.governor.state_dir, proposal.instance, now) or (
+            self._fleet_freeze.freeze_reason(proposal.instance, now, restart=True)
+        )
         quarantined = self._actuation.journal.quarantined().get(
             (proposal.policy, proposal.instance)
         )
