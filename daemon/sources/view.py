@@ -76,9 +76,12 @@ class ViewContext:
 class _Computed:
     """What one view computes once and reads many times."""
 
-    # Each derived signal for every target at once: each target's rows (and each entry that
-    # shares it: errors_per_s and aborts_per_s) pick from it.
-    derived: dict[str, dict[Labels, DerivedValue]] = field(default_factory=dict)
+    # Each derived signal for every target at once, by instance and sorted by labels: each
+    # target's rows (and each entry that shares it: errors_per_s and aborts_per_s) take their
+    # own, rather than sorting and looking through every target's.
+    derived: dict[str, dict[str | None, list[tuple[Labels, DerivedValue]]]] = field(
+        default_factory=dict
+    )
     # Each histogram's bucket increases, for its p50, p95 and p99.
     buckets: BucketMemo = field(default_factory=dict)
     # Each histogram's bucket series, with the time of their newest point.
@@ -183,8 +186,8 @@ def _derived_rows(
 ) -> Iterable[SignalRow]:
     assert entry.derived is not None
     derived = DERIVED_SIGNALS[entry.derived]
-    values = computed.derived.get(entry.derived)
-    if values is None:
+    by_instance = computed.derived.get(entry.derived)
+    if by_instance is None:
         values = derive(
             store,
             derived,
@@ -194,10 +197,13 @@ def _derived_rows(
             memo=computed.buckets,
             histograms=computed.histograms,
         )
-        computed.derived[entry.derived] = values
-    for labels, result in sorted(values.items()):
+        by_instance = {}
+        for labels, result in sorted(values.items()):
+            by_instance.setdefault(dict(labels).get("instance"), []).append((labels, result))
+        computed.derived[entry.derived] = by_instance
+    for labels, result in by_instance.get(target, []):
         pairs = dict(labels)
-        if pairs.get("instance") != target or any(pairs.get(k) != v for k, v in entry.only):
+        if any(pairs.get(k) != v for k, v in entry.only):
             continue
         base = computed.first_key(store, derived.base, pairs) or computed.first_key(
             store, derived.base + "_bucket", pairs
