@@ -18,6 +18,7 @@ from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import EternalTask
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.freeze_watch import FleetFreezeWatch
+from daemon.fleet.freeze_writes import FleetFreezer
 from daemon.fleet.keys import FleetKeys
 from daemon.fleet.records import MemberRecord
 from daemon.fleet.registrar import Registrar
@@ -51,6 +52,7 @@ class FleetPlane:
         self.host = section.host or socket.gethostname()
         self.client = EtcdGateway(section.endpoints, section.request_timeout_s)
         self.keys = FleetKeys(section.prefix)
+        self.freezer = FleetFreezer(self.client, self.keys)
         self.registrar = Registrar(
             self.client,
             self.keys,

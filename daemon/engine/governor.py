@@ -164,6 +164,7 @@ class Governor:
             lens=lens,
             secrets=secrets,
             fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
+            fleet_freezer=None if self._fleet is None else self._fleet.freezer,
         )
         router = Router(self._actuation, registry, propose=self._approvals.propose)
         self._notifications = self._notifiers()

@@ -40,3 +40,36 @@ async def unfreeze(client: EtcdGateway, keys: FleetKeys, *, group: str | None) -
         FleetError: etcd could not be written.
     """
     return await client.delete(keys.freeze(group)) > 0
+
+
+class FleetFreezer:
+    """Sets and lifts the freezes of one fleet (the CLI's and Slack's way in).
+
+    Args:
+        client: The etcd client.
+        keys: The fleet's key layout.
+    """
+
+    def __init__(self, client: EtcdGateway, keys: FleetKeys) -> None:
+        self._client = client
+        self._keys = keys
+
+    async def freeze(
+        self, group: str | None, until: datetime, reason: str, *, by: str
+    ) -> FreezeRecord:
+        """Freeze ``group`` (None: the whole fleet) until ``until``.
+
+        Raises:
+            FleetError: etcd could not be written.
+        """
+        return await freeze(
+            self._client, self._keys, group=group, until=until, reason=reason, by=by
+        )
+
+    async def unfreeze(self, group: str | None) -> bool:
+        """Lift the freeze of ``group`` (None: the fleet's own); False when there was none.
+
+        Raises:
+            FleetError: etcd could not be written.
+        """
+        return await unfreeze(self._client, self._keys, group=group)

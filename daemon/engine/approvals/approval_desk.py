@@ -77,3 +77,13 @@ class ApprovalDesk(Protocol):
     def unfreeze(self, target: str, *, by: str) -> dict[str, Any]:
         """Lift a freeze."""
         ...
+
+    async def fleet_freeze(
+        self, group: str | None, duration_s: float, reason: str, *, by: str
+    ) -> dict[str, Any]:
+        """Freeze the whole fleet (``group`` None) or one group, in etcd."""
+        ...
+
+    async def fleet_unfreeze(self, group: str | None, *, by: str) -> bool:
+        """Lift the fleet's freeze (or a group's); False when there was none."""
+        ...

@@ -59,8 +59,10 @@ from daemon.engine.approvals.approval_desk import ClickAnswer
 from daemon.engine.approvals.approval_json import proposal_json
 from daemon.engine.approvals.approval_recheck import Lens
 from daemon.engine.approvals.approval_runner import ApprovedChangesRunner
+from daemon.engine.approvals.fleet_freezes import fleet_freeze, fleet_unfreeze
 from daemon.engine.runtime.supervisor import EternalTask, Readiness
 from daemon.engine.storage.proposal_store import ProposalStore, StoredProposal
+from daemon.fleet.freeze_writes import FleetFreezer
 from daemon.policy.decisions import Decision
 
 if TYPE_CHECKING:
@@ -107,16 +109,19 @@ class ApprovalsPlane:
         secrets: GovernorSecrets | None = None,
         host: str | None = None,
         fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
+        fleet_freezer: FleetFreezer | None = None,
     ) -> None:
         """``lens`` shows the policies as they stand when a click comes (its re-check).
 
         ``fleet_freeze`` is the fleet's freeze: a click waits for it as for a freeze file (a
-        proposal restarts a server, so an unseen fleet makes it wait too).
+        proposal restarts a server, so an unseen fleet makes it wait too); ``fleet_freezer``
+        sets and lifts it from chat (None: this governor is in no fleet).
         """
         self._config = config
         self._clock = clock
         self._actuation = actuation
         self._fleet_freeze = fleet_freeze
+        self._fleet_freezer = fleet_freezer
         self._host = host or socket.gethostname()
         self.store = ProposalStore(state_path)
         self.lens = lens
@@ -310,6 +315,23 @@ class ApprovalsPlane:
         )
         log.warning("freeze lifted", extra={"target": target, "by": by, "lifted": lifted})
         return {"target": target, "lifted": lifted}
+
+    async def fleet_freeze(
+        self, group: str | None, duration_s: float, reason: str, *, by: str
+    ) -> dict[str, Any]:
+        """Freeze the whole fleet (``group`` None) or one group, in etcd, for ``duration_s``.
+
+        Raises:
+            ApprovalError: no fleet here, a bad group, duration or reason.
+            FleetError: etcd could not be written.
+        """
+        return await fleet_freeze(
+            self._fleet_freezer, group, duration_s, reason, by=by, now=self._clock.wall()
+        )
+
+    async def fleet_unfreeze(self, group: str | None, *, by: str) -> bool:
+        """Lift the fleet's freeze (or ``group``'s); False when there was none."""
+        return await fleet_unfreeze(self._fleet_freezer, group, by=by)
 
     async def reply_in_thread(self, policy: str, target: str, text: str) -> bool:
         """Reply in the thread of ``policy``'s latest posted proposal on ``target``.

@@ -38,6 +38,7 @@ from daemon.engine.actuation.actuation_plane import ActuationPlane
 from daemon.engine.approvals.approvals_plane import ApprovalsPlane
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import supervise
+from daemon.fleet.freeze_writes import FleetFreezer
 from daemon.policy.decisions import Decision, DecisionKind, Evidence, Intent
 from tests.support.slack_double.messages import CHANNEL
 from tests.support.slack_double.server import APP_TOKEN, BOT_TOKEN, SlackDouble
@@ -171,9 +172,13 @@ async def approvals_rig(
     slack_at: SlackDouble | str | None,
     *,
     actuator: RecordingActuator | None = None,
+    fleet_freezer: FleetFreezer | None = None,
     **changes: Any,
 ) -> AsyncIterator[Rig]:
-    """Run the approvals plane and the actuation runner until the block ends."""
+    """Run the approvals plane and the actuation runner until the block ends.
+
+    ``fleet_freezer`` makes the governor a member of a fleet for Slack's fleet freeze.
+    """
     config = rig_config(state_dir, slack_at, **changes)
     clock = SystemClock()
     registry = CollectorRegistry()
@@ -197,7 +202,15 @@ async def approvals_rig(
     )
     lens = StandInLens()
     plane = ApprovalsPlane(
-        lambda: config, clock, registry, path, actuation, lens=lens, secrets=secrets, host="gpu-1"
+        lambda: config,
+        clock,
+        registry,
+        path,
+        actuation,
+        lens=lens,
+        secrets=secrets,
+        host="gpu-1",
+        fleet_freezer=fleet_freezer,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(supervise([*actuation.tasks(), *plane.tasks()], stop), name="rig")

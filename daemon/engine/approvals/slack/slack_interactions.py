@@ -6,7 +6,8 @@
   first approval waiting for a second), the message is edited by the messenger otherwise.
 * Details: an ephemeral message with everything about the proposal.
 * ``/governor freeze TARGET DURATION REASON…`` and ``/governor unfreeze TARGET``: freeze files,
-  for anyone on an allow-list, answered ephemerally.
+  for anyone on an allow-list, answered ephemerally; ``/governor fleet-freeze all|GROUP DURATION
+  REASON…`` and ``/governor fleet-unfreeze all|GROUP``: the fleet's freeze in etcd, the same way.
 
 Anything else (another app's button, a malformed payload) is ignored: the transport already
 acknowledged it, and nothing in it is trusted.
@@ -30,7 +31,10 @@ log = logging.getLogger(__name__)
 
 SLASH_USAGE = (
     "usage: /governor freeze TARGET|all DURATION REASON…  or  /governor unfreeze TARGET|all"
+    "  or  /governor fleet-freeze GROUP|all DURATION REASON…  or  /governor fleet-unfreeze "
+    "GROUP|all"
 )
+FLEET_WORDS = ("fleet-freeze", "fleet-unfreeze")
 
 
 class Interactions:
@@ -85,11 +89,16 @@ class Interactions:
             await self._api.ephemeral(channel, user, reply)
 
     async def _slash_reply(self, user: str, words: list[str]) -> str:
-        if not words or words[0] not in ("freeze", "unfreeze") or len(words) < 2:
+        if not words or words[0] not in ("freeze", "unfreeze", *FLEET_WORDS) or len(words) < 2:
             return SLASH_USAGE
         groups = await self._groups.of(user, self._allowed_groups())
         if not self._plane.may_freeze(user, groups):
             return "Refused: you are on no approvals allow-list"
+        if words[0] in FLEET_WORDS:
+            return await self._fleet_reply(user, words)
+        return self._local_reply(user, words)
+
+    def _local_reply(self, user: str, words: list[str]) -> str:
         target = "*" if words[1] in ("all", "*") else words[1]
         reason = " ".join(words[3:])
         try:
@@ -102,6 +111,23 @@ class Interactions:
         except (ValueError, GovernorError) as exc:
             return f"Refused: {exc}"
         return f"Frozen: {answer['target']} until {answer['until']} ({reason})"
+
+    async def _fleet_reply(self, user: str, words: list[str]) -> str:
+        group = None if words[1] in ("all", "*") else words[1]
+        scope = "the whole fleet" if group is None else f"group {group}"
+        reason = " ".join(words[3:])
+        try:
+            if words[0] == "fleet-unfreeze":
+                lifted = await self._plane.fleet_unfreeze(group, by=user)
+                return f"Unfrozen: {scope}" if lifted else f"{scope} was not frozen"
+            if len(words) < 4 or not reason:
+                return SLASH_USAGE
+            answer = await self._plane.fleet_freeze(
+                group, parse_duration(words[2]), reason, by=user
+            )
+        except (ValueError, GovernorError) as exc:
+            return f"Refused: {exc}"
+        return f"Frozen: {scope} until {answer['until']} ({answer['reason']})"
 
     def _allowed_groups(self) -> set[str]:
         section = self._plane.config().approvals
