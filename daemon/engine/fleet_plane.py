@@ -93,6 +93,18 @@ class FleetPlane:
             EternalTask("fleet freeze watch", lambda ready: self.freezes.run(ready.started)),
         ]
 
+    def status(self) -> dict[str, object]:
+        """This governor as a fleet member, for ``vllm-governor status``."""
+        lease = self.registrar.lease
+        return {
+            "host": self.host,
+            "endpoints": list(self.client.endpoints),
+            "registered": self.registrar.reachable is True,
+            "lease": f"{lease:x}" if lease else "",
+            "registration_error": self.registrar.last_error,
+            "freeze_watch": self.freezes.status(),
+        }
+
     def records(self) -> list[MemberRecord]:
         """One record per configured vLLM instance, as the governor sees it now."""
         config = self._config()

@@ -469,6 +469,7 @@ class Governor:
             "proposals": self._approvals.pending(),
             "gates": {} if self._admission is None else self._admission[0].status(),
             "batch_lanes": self._batches.lane_status(),
+            "fleet": None if self._fleet is None else self._fleet.status(),
         }
 
     async def _handle_explain(self, request: ControlRequest, _caller: Caller) -> dict[str, Any]:

@@ -104,6 +104,16 @@ class FleetFreezeWatch:
                 return freeze.describe()
         return ""
 
+    def status(self) -> dict[str, object]:
+        """Whether the fleet is seen now, for ``vllm-governor status``."""
+        seen = self._fresh_reading() is not None
+        return {
+            "seen": seen,
+            "last_read": self._age_text(),
+            "error": self.last_error,
+            "freezes": len(self._reading.freezes) if seen and self._reading else 0,
+        }
+
     def _fresh_reading(self) -> FleetReading | None:
         if self._read_at is None or self.last_error:
             return None

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from daemon.app.control_client import call_daemon
 from tests.support.daemon import RunningDaemon, running_daemon
 from tests.support.etcd import EtcdCluster
 from tests.support.retune import eventually, governor_config, journal
@@ -89,6 +90,10 @@ def test_a_fleet_freeze_and_an_unseen_fleet_hold_restarts(short_tmp: Path) -> No
             assert "refused (frozen): fleet freeze of the fleet until" in first["outcome"]
             assert "incident 4711 (by " in first["outcome"]
             assert "frozen: the whole fleet until " in fleet_cli(config, "status")
+            member = call_daemon(short_tmp / "control.sock", "status")["fleet"]
+            assert (member["host"], member["registered"]) == ("host-a", True)
+            assert member["freeze_watch"]["seen"] is True
+            assert member["freeze_watch"]["freezes"] == 1
 
             assert fleet_cli(config, "unfreeze") == "unfrozen: the whole fleet\n"
             etcd.stop_member(0)  # and the fleet can no longer be seen
@@ -97,6 +102,15 @@ def test_a_fleet_freeze_and_an_unseen_fleet_hold_restarts(short_tmp: Path) -> No
                 "the governor noticed",
                 daemon,
             )
+            shown = subprocess.run(
+                [sys.executable, "-m", "daemon.app.cli", "status", "--config", str(config)],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            ).stdout
+            assert "fleet: host-a on http://127.0.0.1:" in shown
+            assert "fleet NOT seen, no restarts (read " in shown
             add_policy(short_tmp, daemon, "restart-b")
             second = answered(short_tmp, daemon, 2)[1]
             assert second["state"] == "refused", second

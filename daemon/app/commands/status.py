@@ -68,6 +68,8 @@ def render(status: dict[str, Any]) -> str:
     if freezes := status.get("freezes"):
         lines.append("frozen (no change is applied):")
         lines.extend(freeze_lines(freezes))
+    if fleet := status.get("fleet"):
+        lines.append(fleet_line(fleet))
     lines.append("sources:")
     for source in status.get("sources", []):
         detail = f" ({source['detail']})" if source["detail"] else ""
@@ -153,3 +155,17 @@ def _changes(status: dict[str, Any]) -> list[str]:
 
 def _time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def fleet_line(fleet: dict[str, Any]) -> str:
+    """This governor in its fleet: registered or not, and whether it sees the fleet's state."""
+    if fleet["registered"]:
+        registered = f"registered (lease {fleet['lease']})"
+    else:
+        registered = f"not registered ({fleet['registration_error'] or 'not yet'})"
+    watch = fleet["freeze_watch"]
+    if watch["seen"]:
+        seen = f"fleet seen (read {watch['last_read']}, {watch['freezes']} freeze record(s))"
+    else:
+        seen = f"fleet NOT seen, no restarts (read {watch['last_read']}: {watch['error']})"
+    return f"fleet: {fleet['host']} on {', '.join(fleet['endpoints'])}: {registered}; {seen}"
