@@ -87,10 +87,11 @@ class FleetPlane:
         )
 
     def tasks(self) -> list[EternalTask]:
-        """The registrar and the freeze watch."""
+        """The registrar, the freeze watch and the restart slots' keeper."""
         return [
             EternalTask("fleet registrar", lambda ready: self.registrar.run(ready.started)),
             EternalTask("fleet freeze watch", lambda ready: self.freezes.run(ready.started)),
+            EternalTask("fleet slot keeper", lambda ready: self.slots.run(ready.started)),
         ]
 
     def status(self) -> dict[str, object]:

@@ -12,6 +12,10 @@ Several members may be named. A call goes to the member that answered last; when
 times out (a member cut off from the majority holds a request until etcd's own timeout) or
 says it is unavailable, the call is tried on the next one, once around the list. When none
 answers, :class:`~daemon.fleet.errors.EtcdUnavailable` says the fleet's state is unknown.
+A write that ends so is *unknown*, not undone: a member cut off from the majority may have
+taken it into its log, and the returning majority then commits it (measured: a put refused
+as unavailable with two of three members down was in force once they came back, in about
+half the runs). Callers must treat such a write as possibly done.
 """
 
 from __future__ import annotations

@@ -13,6 +13,13 @@ With no free slot, :meth:`FleetRestartSlots.acquire` polls every ``poll_s`` up t
 ``wait_s``, then answers why not: the group, its budget, and who holds the slots. When etcd
 cannot be read, or this governor holds no lease yet, the answer is a refusal too: no restart
 while the fleet cannot be seen.
+
+A call that etcd did not answer may still have been done (see
+:mod:`daemon.fleet.etcd_gateway`): a create may hold a slot this governor does not know of, a
+delete may not have happened. Such a slot would stay bound to a lease that lives on, and block
+its group for good. So after any unanswered call the keeper (:meth:`FleetRestartSlots.run`)
+lists the slots at each ``poll_s`` until it can, and gives back every one held under this
+governor's lease for no restart in progress.
 """
 
 from __future__ import annotations
@@ -70,6 +77,8 @@ class FleetRestartSlots:
         self._poll_s = poll_s
         self._clock = clock
         self._held: dict[str, str] = {}  # instance -> its slot's key
+        self._lock = asyncio.Lock()  # one look at the slots at a time: acquire, tidy
+        self.unsure = False  # a call went unanswered: a slot may be held unknowingly
 
     async def acquire(self, instance: str) -> str:
         """Hold a slot of the instance's group; "" when held, else why not."""
@@ -77,8 +86,10 @@ class FleetRestartSlots:
         deadline = self._clock.monotonic() + self._wait_s
         while True:
             try:
-                why = await self._try(instance, group)
+                async with self._lock:
+                    why = await self._try(instance, group)
             except FleetError as exc:
+                self.unsure = True
                 return (
                     f"no restart slot of group {group}: the fleet cannot be read ({exc}); "
                     "no restart while a fleet is configured and cannot be seen"
@@ -97,12 +108,35 @@ class FleetRestartSlots:
         try:
             await self._client.delete(key)
         except FleetError as exc:
-            # Still bound to this governor's lease: it frees itself if the governor dies, and
-            # this instance's next restart takes the same slot again.
-            self._held[instance] = key
+            # Still bound to this governor's lease: the keeper gives it back once etcd answers.
+            self.unsure = True
             log.warning("restart slot not given back", extra={"slot": key, "error": str(exc)})
             return
         log.info("restart slot given back", extra={"slot": key, "instance": instance})
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """The keeper: after an unanswered call, tidy at each ``poll_s`` until it works."""
+        started()
+        while True:
+            await asyncio.sleep(self._poll_s)
+            if self.unsure:
+                await self.tidy()
+
+    async def tidy(self) -> None:
+        """Give back every slot held under this governor's lease for no restart in progress."""
+        lease = self._lease()
+        if not lease:
+            return
+        try:
+            async with self._lock:
+                held = set(self._held.values())
+                for kv in await self._client.get_prefix(self._keys.all_slots):
+                    if kv.lease == lease and kv.key not in held:
+                        await self._client.delete(kv.key)
+                        log.warning("stray restart slot given back", extra={"slot": kv.key})
+        except FleetError:
+            return  # still unsure: the next round tries again
+        self.unsure = False
 
     async def _try(self, instance: str, group: str) -> str:
         """One attempt; "" when a slot is held, else who holds them all."""

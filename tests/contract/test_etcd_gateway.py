@@ -73,7 +73,10 @@ def test_a_dead_member_is_passed_over_and_a_lost_majority_is_unavailable(tmp_pat
 
         cluster.start_member(1)
         cluster.wait_healthy([cluster.members[1], cluster.members[2]])
-        assert asyncio.run(_value(client, "/f/k")) == b"2"
+        # A write that timed out is not a write that failed: the surviving member may have
+        # taken it into its log, and the returning majority commits it (seen in about half the
+        # runs). Callers treat "unavailable" as "unknown", never as "not done".
+        assert asyncio.run(_value(client, "/f/k")) in (b"2", b"3")
 
 
 def test_nothing_listening_is_unavailable() -> None:

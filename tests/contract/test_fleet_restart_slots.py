@@ -146,6 +146,32 @@ def test_a_share_counts_the_registered_replicas_and_an_unseen_fleet_refuses(
         asyncio.run(scenario(cluster, EtcdGateway(cluster.endpoints, timeout_s=2)))
 
 
+def test_a_slot_taken_unseen_is_given_back_by_the_keeper(tmp_path: Path) -> None:
+    async def scenario(cluster: EtcdCluster, client: EtcdGateway) -> None:
+        a = Governor(client, "host-a", ["main", "other"], budget=2, wait_s=0.2)
+        await a.registrar.refresh()
+        assert await a.slots.acquire("main") == ""  # a restart in progress: kept
+        # A create whose answer was lost (etcd timed out, then committed it): a slot held
+        # under a's lease that a does not know of.
+        stray = f"{KEYS.slots('llama')}1"
+        holder = b'{"host": "host-a", "instance": "other"}'
+        assert await client.create(stray, holder, lease=a.registrar.lease)
+        await a.slots.tidy()
+        assert [kv.key for kv in await client.get_prefix(KEYS.all_slots)] == [
+            f"{KEYS.slots('llama')}0"
+        ]
+
+        cluster.stop_member(0)  # an acquire that gets no answer leaves the keeper unsure
+        assert "the fleet cannot be read" in await a.slots.acquire("other")
+        assert a.slots.unsure
+        cluster.start_member(0)
+        await a.slots.tidy()
+        assert not a.slots.unsure
+
+    with EtcdCluster(tmp_path) as cluster:
+        asyncio.run(scenario(cluster, EtcdGateway(cluster.endpoints, timeout_s=2)))
+
+
 @pytest.mark.service("supervisord")
 @pytest.mark.slow
 def test_the_vllm_actuator_restarts_only_with_a_slot_and_gives_it_back(short_tmp: Path) -> None:

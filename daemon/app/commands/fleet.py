@@ -236,5 +236,10 @@ def _in_fleet(
     try:
         return asyncio.run(call(client, FleetKeys(section.prefix)))
     except FleetError as exc:
-        print(f"vllm-governor: the fleet cannot be written: {exc}", file=sys.stderr)
+        # An unanswered write is unknown, not undone: etcd may commit it once it has a majority.
+        print(
+            f"vllm-governor: the fleet cannot be written: {exc} (the change may still take "
+            "effect once etcd answers: check with 'vllm-governor fleet status')",
+            file=sys.stderr,
+        )
         return None
