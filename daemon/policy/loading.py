@@ -272,6 +272,12 @@ def _compile(
     )
     if action is not None and model.action is not None and live_targets:
         action = _live_action(model, action, live_targets, document, issues)
+    if action is not None and action.admission is not None and model.on_no_data == "assume_bad":
+        message = (
+            "an admission loop steers the gate while its policy fires, so assume_bad would "
+            "have it act on missing data: use hold or assume_ok"
+        )
+        issues.append(_issue(document, ("on_no_data",), message))
     if action is not None and action.batch is not None:
         scheduled_at = bool(model.schedule and model.schedule.at)
         problems = lane_policy_problems(action.batch, model.on_no_data, scheduled_at)

@@ -161,6 +161,18 @@ def test_a_bad_admission_action_is_located(admission: str, expected: str) -> Non
     assert re.match(expected, problem), problem
 
 
+def test_an_admission_loop_never_steers_on_missing_data() -> None:
+    # It acts while its policy fires, and assume_bad fires a policy on missing data.
+    problem = _problem(
+        "name: p\nwhen: kv_usage > 0.9\non_no_data: assume_bad\n"
+        "action: {admission: {controller: aimd}}\n"
+    )
+    assert problem.startswith("p.yaml:3:1: on_no_data: an admission loop steers the gate"), problem
+    for allowed in ("hold", "assume_ok"):
+        text = f"name: p\nwhen: kv_usage > 0.9\non_no_data: {allowed}\n"
+        parse_policy(text + "action: {admission: {controller: aimd}}\n", Path("p.yaml"))
+
+
 def test_an_admission_policy_fires_but_never_asks_the_planner_for_a_change() -> None:
     spec = parse_policy(ADMISSION, Path("p.yaml"))
     view = TargetView("main", {"kv_usage": 0.5}, {"max_num_seqs": 256.0})
