@@ -10,7 +10,11 @@ Sockets stay real (a governor scraping an in-process server over loopback): the 
 them without waiting before each jump, and on loopback what one side sent is readable as soon
 as the send returns. What the loop cannot see is work outside it: a thread or a subprocess
 runs in real time while the clock jumps, so virtual-time runs keep such work out (its ports
-are in-process there). A loop with nothing scheduled at all waits for real IO, as any loop.
+are in-process there). The loop's own executor is kept out the same way: a blocking call handed
+to it (``asyncio.to_thread``, ``loop.run_in_executor``) runs at once, inline, and takes no
+virtual time, as a computation between two awaits does; in a thread, the clock would jump while
+it ran, and what came back when would depend on the machine's load. A loop with nothing
+scheduled at all waits for real IO, as any loop.
 
 :class:`VirtualClock` is the governor's :class:`~daemon.core.clock.Clock` on that loop: its
 monotonic seconds are the loop's, its wall clock a fixed start plus them.
@@ -92,6 +96,20 @@ class VirtualTimeLoop(asyncio.SelectorEventLoop):
         if delay > 0 and when <= now:
             when = math.nextafter(now, math.inf)
         return self.call_at(when, callback, *args, context=context)
+
+    def run_in_executor(
+        self, executor: Any, func: Callable[[*Ts], T], *args: *Ts
+    ) -> asyncio.Future[T]:
+        """Run ``func(*args)`` now, inline, and return its outcome as a done future.
+
+        See the module's docstring: a thread would run in real time while the clock jumps.
+        """
+        future: asyncio.Future[T] = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except Exception as exc:  # the caller's await raises it, as from a thread
+            future.set_exception(exc)
+        return future
 
     def advance(self, seconds: float) -> None:
         """Move the clock to the next timer, ``seconds`` ahead (the selector does this).

@@ -86,3 +86,30 @@ def test_loopback_exchanges_complete_without_the_clock_jumping_over_them() -> No
     answers, now = run_in_virtual_time(main())
     assert answers == [b"ONE\n", b"TWO\n", b"THREE\n"]
     assert now == pytest.approx(0.75)
+
+
+def test_a_blocking_call_handed_to_a_thread_takes_no_virtual_time() -> None:
+    # A timer lies far ahead. In a real thread, the call would still be running when the loop
+    # looks for something to do, and the clock would jump to that timer meanwhile.
+    async def main() -> tuple[float, float, str]:
+        loop = asyncio.get_running_loop()
+        far = asyncio.create_task(asyncio.sleep(1000))
+        before = loop.time()
+        answer = await asyncio.to_thread(lambda: time.sleep(0.05) or "done")
+        after = loop.time()
+        far.cancel()
+        return before, after, answer
+
+    before, after, answer = run_in_virtual_time(main())
+    assert (after, answer) == (before, "done")
+
+
+def test_a_blocking_calls_exception_reaches_its_await() -> None:
+    def fails() -> None:
+        raise OSError("disk gone")
+
+    async def main() -> None:
+        with pytest.raises(OSError, match="disk gone"):
+            await asyncio.to_thread(fails)
+
+    run_in_virtual_time(main())
