@@ -88,6 +88,11 @@ def test_loopback_exchanges_complete_without_the_clock_jumping_over_them() -> No
     assert now == pytest.approx(0.75)
 
 
+def _slow_answer() -> str:
+    time.sleep(0.05)
+    return "done"
+
+
 def test_a_blocking_call_handed_to_a_thread_takes_no_virtual_time() -> None:
     # A timer lies far ahead. In a real thread, the call would still be running when the loop
     # looks for something to do, and the clock would jump to that timer meanwhile.
@@ -95,7 +100,7 @@ def test_a_blocking_call_handed_to_a_thread_takes_no_virtual_time() -> None:
         loop = asyncio.get_running_loop()
         far = asyncio.create_task(asyncio.sleep(1000))
         before = loop.time()
-        answer = await asyncio.to_thread(lambda: time.sleep(0.05) or "done")
+        answer = await asyncio.to_thread(_slow_answer)
         after = loop.time()
         far.cancel()
         return before, after, answer

@@ -10,6 +10,7 @@ from actuators.kinds import HAPROXY_GATE, HTTP_LOG_LEVEL, KINDS, VLLM
 from actuators.vllm.actuator import VllmActuator
 from daemon.api import ActuatorKind, ActuatorServices, GateKind, SystemClock, no_gates
 from daemon.core.actuator_kinds import actuator_kinds, gate_kind
+from daemon.core.freeze_sources import NO_FREEZE_SOURCE
 from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
@@ -43,7 +44,9 @@ def test_each_entry_builds_its_actuator_from_what_the_engine_lends(tmp_path: Pat
         built = [kind.factory(services) for kind in KINDS if isinstance(kind, ActuatorKind)]
         assert [type(actuator) for actuator in built] == [VllmActuator, HttpLogLevelActuator]
         gates = [
-            kind.factory(caps, clock, tmp_path) for kind in KINDS if isinstance(kind, GateKind)
+            kind.factory(caps, clock, tmp_path, NO_FREEZE_SOURCE)
+            for kind in KINDS
+            if isinstance(kind, GateKind)
         ]
         assert [type(actuator) for actuator in gates] == [HaproxyActuator]
     finally:
