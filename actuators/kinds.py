@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from actuators.haproxy.actuator import HaproxyActuator
 from actuators.http_log_level.actuator import HttpLogLevelActuator
-from actuators.vllm.actuator import VllmActuator
+from actuators.vllm.actuator import Objection, VllmActuator
+from actuators.vllm.restart import CommandRunner, run_command
+from actuators.vllm.vllm_args import vllm_objection
 from daemon.api import (
     LOG_LEVEL_KNOB,
     ActuatorKind,
@@ -31,12 +33,29 @@ def _actuated_servers(config: GovernorConfig) -> tuple[VllmInstance, ...]:
 
 
 def _vllm(services: ActuatorServices) -> VllmActuator:
+    return vllm_actuator(services)
+
+
+def vllm_actuator(
+    services: ActuatorServices,
+    *,
+    restart_runner: CommandRunner = run_command,
+    objection: Objection = vllm_objection,
+) -> VllmActuator:
+    """The vLLM actuator on everything the engine lends, with the host's two seams.
+
+    ``simulate`` swaps the restart (the simulated host restarts the engine) and vLLM's parser
+    (the simulator's settings check stands in); every other service, the batch lane's hold,
+    the fleet's freeze and its restart slots included, is the daemon's, from one place.
+    """
     return VllmActuator(
         services.journal,
         services.windows,
         services.clock,
         services.freeze_dir,
         services.gates,
+        restart_runner=restart_runner,
+        objection=objection,
         batches=services.batches,
         fleet_freeze=services.fleet_freeze,
         restart_slots=services.restart_slots,

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from actuators.kinds import HAPROXY_GATE, VLLM
+from actuators.kinds import HAPROXY_GATE, VLLM, vllm_actuator
 from actuators.vllm.actuator import VllmActuator
 from actuators.vllm.restart import CommandResult
 from daemon.api import ActuatorServices, Clock
@@ -123,15 +123,7 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
     restart = HostRestart(host, instance.unit)
 
     def actuator(services: ActuatorServices) -> VllmActuator:
-        return VllmActuator(
-            services.journal,
-            services.windows,
-            services.clock,
-            services.freeze_dir,
-            services.gates,
-            restart_runner=restart,
-            objection=_no_objection,
-        )
+        return vllm_actuator(services, restart_runner=restart, objection=_no_objection)
 
     loaded = LoadedConfig(governed, sandbox.config_path, clock.wall())
     governor = Governor(
