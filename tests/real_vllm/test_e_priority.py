@@ -1,19 +1,17 @@
 """``--scheduling-policy`` on the real vLLM, and the simulator's model of it on the same scenes.
 
 Each policy gets a server of its own (12 KV blocks of 32 tokens, two sequences at a time), and
-the same two scenes are played on it and, in virtual time, on the simulator with the
+the same scene is played on it and, in virtual time, on the simulator with the
 ``tiny-llama-cpu`` profile at the same settings:
 
 - **KV shortage.** A batch request (priority 10) and, half a second later, an online one
   (priority 0), each 20 + 300 tokens (10 blocks): both cannot finish together. Priority
   preempts the least urgent, the batch one, and the online one finishes first; FCFS preempts
   the newest, the online one, and the batch one finishes first.
-- **Saturation.** One long request (300 tokens, 10 blocks) holds a slot for longer than the
-  queue lasts; four short batch requests queue for the other slot, then four online ones, and
-  are served one at a time. Priority serves the online ones before the last two batch ones,
-  though those arrived first; FCFS serves in arrival order. (Whether batch1 is admitted
-  before the online ones arrive depends on how fast the first batch request ends: not
-  asserted.)
+The queue-order scene (a long request holding one slot while batch and online requests queue
+for the other) is played on the simulator only (tests/unit/simulator): on the real server its
+outcome depended on the machine's speed. On a quiet machine the long request ended before the
+queue formed, and every batch request was served before the online ones arrived.
 
 Under FCFS a non-zero priority is accepted (HTTP 200) and ignored.
 """
@@ -66,11 +64,6 @@ class Send:
 
 
 KV_SHORTAGE = [Send("batch", 0.0, 20, 300, 10), Send("online", 0.5, 20, 300, 0)]
-SATURATION = [
-    Send("long", 0.0, 8, 300, 0),
-    *(Send(f"batch{i}", 0.2 + 0.005 * i, 8, 16, 10) for i in range(4)),
-    *(Send(f"online{i}", 0.23 + 0.005 * i, 8, 16, 0) for i in range(4)),
-]
 
 
 @pytest.fixture(scope="module", params=["priority", "fcfs"])
@@ -149,21 +142,3 @@ def test_under_kv_shortage_the_policy_chooses_whom_to_preempt(
     }.items():
         assert order == expected, name
         assert preemptions >= 1, name
-
-
-def test_under_saturation_the_policy_orders_the_queue(
-    policy_server: tuple[str, RealVllm],
-) -> None:
-    policy, server = policy_server
-    for name, (order, _) in {
-        "real": _real_scene(server, SATURATION),
-        "simulated": _simulated_scene(policy, SATURATION),
-    }.items():
-        served = [entry for entry in order if entry != "long"]
-        if policy == "priority":
-            assert served[-2:] == ["batch2", "batch3"], (name, order)
-            assert set(served[:-2]) >= {f"online{i}" for i in range(4)}, (name, order)
-        else:
-            arrival_order = [f"batch{i}" for i in range(4)] + [f"online{i}" for i in range(4)]
-            assert served == arrival_order, (name, order)
-        assert order[-1] == "long", (name, order)
