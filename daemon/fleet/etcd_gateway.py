@@ -24,7 +24,7 @@ import base64
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_client import HttpLimits, http_request
@@ -53,6 +53,87 @@ class KeyValue:
     lease: int
     create_revision: int
     mod_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Compare:
+    """One comparison of a transaction: a key's revision (or lease) equals ``value``.
+
+    Attributes:
+        key: The key compared.
+        target: ``CREATE`` (its create revision; 0 when it does not exist), ``MOD`` (its last
+            change's revision) or ``LEASE`` (the lease it is bound to).
+        value: The number it must equal.
+    """
+
+    key: str
+    target: Literal["CREATE", "MOD", "LEASE"]
+    value: int
+
+    def to_json(self) -> dict[str, str]:
+        """The comparison as the gateway reads it."""
+        field = {"CREATE": "create_revision", "MOD": "mod_revision", "LEASE": "lease"}
+        return {
+            "key": _b64(self.key.encode()),
+            "result": "EQUAL",
+            "target": self.target,
+            field[self.target]: str(self.value),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class TxnOp:
+    """One operation of a transaction: a put, a delete of a prefix, or a read of a key.
+
+    Build it with :meth:`put`, :meth:`delete_prefix` or :meth:`get`.
+    """
+
+    body: Mapping[str, Any]
+
+    @classmethod
+    def put(cls, key: str, value: bytes, *, lease: int = 0) -> TxnOp:
+        """Set ``key`` to ``value`` (bound to ``lease`` when one is given)."""
+        put: dict[str, Any] = {"key": _b64(key.encode()), "value": _b64(value)}
+        if lease:
+            put["lease"] = str(lease)
+        return cls({"request_put": put})
+
+    @classmethod
+    def delete(cls, key: str) -> TxnOp:
+        """Delete ``key``."""
+        return cls({"request_delete_range": {"key": _b64(key.encode())}})
+
+    @classmethod
+    def delete_prefix(cls, prefix: str) -> TxnOp:
+        """Delete every key that starts with ``prefix``."""
+        raw = prefix.encode()
+        return cls(
+            {"request_delete_range": {"key": _b64(raw), "range_end": _b64(_prefix_end(raw))}}
+        )
+
+    @classmethod
+    def get(cls, key: str) -> TxnOp:
+        """Read ``key`` (its value comes back in :attr:`TxnResult.found`)."""
+        return cls({"request_range": {"key": _b64(key.encode())}})
+
+    def to_json(self) -> Mapping[str, Any]:
+        """The operation as the gateway reads it."""
+        return self.body
+
+
+@dataclass(frozen=True, slots=True)
+class TxnResult:
+    """What a transaction did.
+
+    Attributes:
+        succeeded: Whether every comparison held (the success branch ran).
+        revision: The store's revision after it (the key's new ``MOD`` revision after a put).
+        found: The keys its reads found, in the order of the reads.
+    """
+
+    succeeded: bool
+    revision: int
+    found: tuple[KeyValue, ...]
 
 
 class EtcdGateway:
@@ -134,6 +215,35 @@ class EtcdGateway:
         }
         answer = await self._call("/v3/kv/txn", body)
         return bool(answer.get("succeeded", False))
+
+    async def transaction(
+        self,
+        compare: Sequence[Compare],
+        success: Sequence[TxnOp],
+        failure: Sequence[TxnOp] = (),
+    ) -> TxnResult:
+        """One transaction: ``success`` when every ``compare`` holds, else ``failure``.
+
+        The building block of a compare-and-swap: compare a key's ``MOD`` revision with the
+        one read, put only if nobody wrote it since.
+        """
+        body = {
+            "compare": [check.to_json() for check in compare],
+            "success": [op.to_json() for op in success],
+            "failure": [op.to_json() for op in failure],
+        }
+        answer = await self._call("/v3/kv/txn", body)
+        found: list[KeyValue] = []
+        for response in answer.get("responses", []):
+            ranged = response.get("response_range") if isinstance(response, dict) else None
+            if isinstance(ranged, dict):
+                found.extend(_key_values(ranged))
+        header = answer.get("header", {})
+        return TxnResult(
+            succeeded=bool(answer.get("succeeded", False)),
+            revision=_int(header if isinstance(header, dict) else {}, "revision"),
+            found=tuple(found),
+        )
 
     async def _call(
         self, path: str, body: Mapping[str, Any], *, gone_is_fine: bool = False

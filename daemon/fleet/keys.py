@@ -3,7 +3,11 @@
 ``members/HOST/INSTANCE`` holds one registered instance (bound to its governor's lease);
 ``freeze/fleet`` freezes the whole fleet and ``freeze/group/GROUP`` one group (bound to no
 lease: a freeze must outlive whoever set it, and ends at its own expiry); ``slots/GROUP/N`` is
-restart slot N of a group's disruption budget (bound to the holder's lease).
+restart slot N of a group's disruption budget (bound to the holder's lease);
+``rollouts/GROUP/POLICY`` is a group change's rollout (bound to no lease: it outlives its
+driver), ``rollout-drivers/GROUP/POLICY`` names the governor driving it (bound to that
+governor's lease), and ``rollout-reports/GROUP/POLICY/HOST/INSTANCE`` is what a member's
+governor did when the rollout asked.
 """
 
 from __future__ import annotations
@@ -47,3 +51,20 @@ class FleetKeys:
     def slots(self, group: str) -> str:
         """The prefix of the restart slots of ``group``."""
         return f"{self.all_slots}{group}/"
+
+    @property
+    def all_rollouts(self) -> str:
+        """The prefix of every group change's rollout."""
+        return f"{self.prefix}rollouts/"
+
+    def rollout(self, group: str, policy: str) -> str:
+        """The key of the rollout of ``policy`` over ``group``."""
+        return f"{self.all_rollouts}{group}/{policy}"
+
+    def rollout_driver(self, group: str, policy: str) -> str:
+        """The key that names the governor driving that rollout."""
+        return f"{self.prefix}rollout-drivers/{group}/{policy}"
+
+    def rollout_reports(self, group: str, policy: str) -> str:
+        """The prefix of the members' reports to that rollout."""
+        return f"{self.prefix}rollout-reports/{group}/{policy}/"

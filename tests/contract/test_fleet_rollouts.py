@@ -1,0 +1,150 @@
+"""Group changes' rollouts against a real etcd: one proposal per group, one driver, CAS moves.
+
+Governors here are leases of their own (what a governor process holds, granted directly);
+a governor that dies is its lease revoked, which is what etcd does to a killed governor's lease
+once its TTL passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from daemon.fleet.etcd_gateway import EtcdGateway
+from daemon.fleet.keys import FleetKeys
+from daemon.fleet.rollout_state import (
+    MemberReport,
+    Phase,
+    Rollout,
+    Step,
+    abort,
+    approve,
+    fold_report,
+    propose,
+)
+from daemon.fleet.rollout_store import RolloutStore
+from tests.support.etcd import EtcdCluster
+
+pytestmark = pytest.mark.service("etcd")
+KEYS = FleetKeys("/t/")
+MEMBERS = tuple(f"h{n}/main" for n in range(1, 5))
+
+
+def _proposal(canary: str) -> Rollout:
+    return propose("llama", "kv-thrash", {"max_num_seqs": 48}, MEMBERS, canary)
+
+
+def test_a_group_proposal_is_made_once_whoever_proposes_at_the_same_time(
+    tmp_path: Path,
+) -> None:
+    async def scenario(client: EtcdGateway) -> None:
+        store = RolloutStore(client, KEYS)
+        # Four governors, the policy firing on each member: each proposes with itself as canary.
+        answers = await asyncio.gather(*(store.propose(_proposal(member)) for member in MEMBERS))
+        assert sum(answer.created for answer in answers) == 1
+        (made,) = [answer.stored for answer in answers if answer.created]
+        assert all(answer.stored == made for answer in answers)  # the others see the one made
+
+        # A live rollout stays the group's; a finished one is replaced by the next proposal.
+        again = await store.propose(_proposal("h1/main"))
+        assert not again.created
+        driver = await store.take_driver("llama", "kv-thrash", "h1", await client.grant(30))
+        finished = await store.write(made, abort(made.rollout, "test"), driver)
+        assert finished is not None
+        await store.report("llama", "kv-thrash", MemberReport("h1/main", Step.APPLY, True, ""))
+        replaced = await store.propose(_proposal("h3/main"))
+        assert replaced.created
+        assert replaced.stored.rollout.canary == "h3/main"
+        assert await store.reports("llama", "kv-thrash") == []  # the old rollout's are gone
+
+    with EtcdCluster(tmp_path) as cluster:
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
+
+
+def test_one_driver_moves_the_rollout_and_a_stale_state_writes_nothing(tmp_path: Path) -> None:
+    async def scenario(client: EtcdGateway) -> None:
+        store = RolloutStore(client, KEYS)
+        made = (await store.propose(_proposal("h2/main"))).stored
+        a_lease, b_lease = await client.grant(30), await client.grant(30)
+
+        a = await store.take_driver("llama", "kv-thrash", "h1", a_lease)
+        assert a > 0
+        assert await store.take_driver("llama", "kv-thrash", "h1", a_lease) == a  # still a's
+        assert await store.take_driver("llama", "kv-thrash", "h2", b_lease) == 0
+        assert await store.driver("llama", "kv-thrash") == "h1"
+
+        approved = await store.write(made, approve(made.rollout, "ops"), a)
+        assert approved is not None
+        assert approved.revision > made.revision
+        # The same move from the state read before: the revision moved on, nothing is written.
+        assert await store.write(made, approve(made.rollout, "someone"), a) is None
+        # b never took the driver key: with a's state and b's (absent) driver, nothing either.
+        assert await store.write(approved, abort(approved.rollout, "b"), 0) is None
+        stored = await store.read("llama", "kv-thrash")
+        assert stored == approved
+        assert stored.rollout.history == ("approved by ops; canary h2/main asked to apply",)
+
+    with EtcdCluster(tmp_path) as cluster:
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
+
+
+def test_when_the_driver_dies_exactly_one_other_governor_resumes_or_aborts(
+    tmp_path: Path,
+) -> None:
+    async def scenario(client: EtcdGateway) -> None:
+        store = RolloutStore(client, KEYS)
+        made = (await store.propose(_proposal("h2/main"))).stored
+        dead_lease = await client.grant(30)
+        dead = await store.take_driver("llama", "kv-thrash", "h1", dead_lease)
+        approved = await store.write(made, approve(made.rollout, "ops"), dead)
+        assert approved is not None
+        await client.revoke(dead_lease)  # the driver dies (its lease ends: kill -9 + TTL)
+        assert await store.driver("llama", "kv-thrash") == ""
+        # The dead driver's last write attempt (a stale process) is refused.
+        assert await store.write(approved, abort(approved.rollout, "late"), dead) is None
+
+        # Three survivors race: each reads, takes the driver key if it can, then moves.
+        async def survivor(host: str, resume: bool) -> bool:
+            lease = await client.grant(30)
+            seen = await store.read("llama", "kv-thrash")
+            assert seen is not None
+            driver = await store.take_driver("llama", "kv-thrash", host, lease)
+            if not driver:
+                return False
+            report = MemberReport("h2/main", Step.APPLY, ok=True, detail="done")
+            moved = (
+                fold_report(seen.rollout, report, "now")
+                if resume
+                else abort(seen.rollout, f"driver lost; {host} aborts")
+            )
+            return await store.write(seen, moved, driver) is not None
+
+        acted = await asyncio.gather(
+            survivor("h2", resume=True), survivor("h3", resume=False), survivor("h4", resume=True)
+        )
+        assert sum(acted) == 1
+        final = await store.read("llama", "kv-thrash")
+        assert final is not None
+        assert final.rollout.phase in {Phase.ANALYSIS, Phase.ABORTED}  # resumed xor aborted
+        assert len(final.rollout.history) == 2
+
+    with EtcdCluster(tmp_path) as cluster:
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
+
+
+def test_the_driver_gives_the_key_back_only_while_it_is_its_own(tmp_path: Path) -> None:
+    async def scenario(client: EtcdGateway) -> None:
+        store = RolloutStore(client, KEYS)
+        old_lease = await client.grant(30)
+        old = await store.take_driver("llama", "kv-thrash", "h1", old_lease)
+        await client.revoke(old_lease)
+        new = await store.take_driver("llama", "kv-thrash", "h2", await client.grant(30))
+        await store.release_driver("llama", "kv-thrash", old)  # a stale release: no effect
+        assert await store.driver("llama", "kv-thrash") == "h2"
+        await store.release_driver("llama", "kv-thrash", new)
+        assert await store.driver("llama", "kv-thrash") == ""
+
+    with EtcdCluster(tmp_path) as cluster:
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
