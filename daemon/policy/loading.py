@@ -30,6 +30,7 @@ from daemon.policy.admission.controllers import build_controller
 from daemon.policy.batch_loading import batch_lane_spec, lane_policy_problems
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression, ExpressionError, compiler
+from daemon.policy.group_loading import group_scope
 from daemon.policy.notify_text import template_problems
 from daemon.policy.partial_documents import valid_part
 from daemon.policy.schedules import cron_times, cron_window
@@ -282,6 +283,8 @@ def _compile(
         scheduled_at = bool(model.schedule and model.schedule.at)
         problems = lane_policy_problems(action.batch, model.on_no_data, scheduled_at)
         issues.extend(_issue(document, where, text) for where, text in problems)
+    scope = group_scope(model)
+    issues.extend(_issue(document, where, text) for where, text in scope.problems)
     windows = []
     for index, window in enumerate(model.schedule.windows if model.schedule else ()):
         try:
@@ -324,6 +327,7 @@ def _compile(
         shadow=model.mode == "shadow",
         windows=tuple(windows),
         at=tuple(moments),
+        canary=scope.canary,
     )
 
 

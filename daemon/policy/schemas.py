@@ -59,6 +59,39 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
         "budget_per_hour": ("At most this many actions of this policy per target per hour.", (2,)),
         "mode": ("shadow: decide and record what it would do, never act.", ("shadow",)),
         "schedule": ("Windows in which it may act; outside them it is blocked (schedule).", ()),
+        "scope": (
+            "instance: each target is changed on its own. group: the targets' fleet group is "
+            "changed as one: one proposal for the group, applied to a canary first, judged "
+            "against the members not yet changed, then rolled out within max_unavailable "
+            "(docs/fleet.md). Needs action.set and an approval.",
+            ("group",),
+        ),
+        "canary": (
+            "How a group change's canary is judged (scope: group only): every threshold must "
+            "hold over the window, else the canary is reverted and the rollout stops.",
+            ({"window": "5m", "max_attainment_drop": "5%", "max_goodput_drop": "10%"},),
+        ),
+    },
+    "CanaryModel": {
+        "window": ("How long the canary runs changed before it is judged.", ("5m",)),
+        "max_attainment_drop": (
+            "The largest fall of SLO attainment against the unchanged members, in points.",
+            ("5%",),
+        ),
+        "max_goodput_drop": (
+            "The largest relative fall of goodput (requests within the SLO per second, per "
+            "server) against the unchanged members.",
+            ("10%",),
+        ),
+        "max_error_rate_rise": (
+            "The largest rise of the share of failed requests, in points.",
+            ("1%",),
+        ),
+        "min_requests": (
+            "The fewest requests finished on each side for a verdict; fewer is inconclusive, "
+            "and inconclusive fails.",
+            (20,),
+        ),
     },
     "ActionModel": {
         "set": (

@@ -22,6 +22,9 @@ A policy file is YAML (see ``docs/policies.md`` for every field)::
       #                            (while this fires, the batch lane is open this wide, or closed)
       # or: tune: {knobs: [max_num_seqs, max_num_batched_tokens], objective: goodput,
       #            min_gain: 10%}   (a what-if picks the values; see TuneModel)
+    scope: instance                # group: one proposal for the fleet group, rolled out
+    # canary: {window: 5m, max_attainment_drop: 5%, max_goodput_drop: 10%,
+    #          max_error_rate_rise: 1%, min_requests: 20}   (scope: group only)
     cooldown: 30m                  # at most one action per cooldown while it keeps firing
     budget_per_hour: 2
     mode: active                   # shadow: decide and record, never act
@@ -44,6 +47,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
+from daemon.fleet.canary_analysis import CanaryRule
 from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression
 from daemon.policy.schedules import CronTimes, CronWindow
@@ -189,6 +193,30 @@ class ActionModel(_Model):
     risk: Literal["auto", "approval"] | None = None
 
 
+class CanaryModel(_Model):
+    """How a group change's canary is judged against the members not yet changed."""
+
+    window: str | int | float = "5m"
+    max_attainment_drop: str | int | float = "5%"
+    max_goodput_drop: str | int | float = "10%"
+    max_error_rate_rise: str | int | float = "1%"
+    min_requests: Annotated[int, Field(ge=1, le=1_000_000)] = 20
+
+    @field_validator("window")
+    @classmethod
+    def _is_duration(cls, value: str | int | float) -> str | int | float:
+        if _duration(value) <= 0:
+            message = "the comparison window must be above zero"
+            raise ValueError(message)
+        return value
+
+    @field_validator("max_attainment_drop", "max_goodput_drop", "max_error_rate_rise")
+    @classmethod
+    def _is_share(cls, value: str | int | float) -> str | int | float:
+        parse_share(value)
+        return value
+
+
 class PolicyModel(_Model):
     """One policy file, as written."""
 
@@ -205,6 +233,8 @@ class PolicyModel(_Model):
     budget_per_hour: Annotated[int, Field(ge=0, le=60)] = 4
     mode: Literal["active", "shadow"] = "active"
     schedule: ScheduleModel | None = None
+    scope: Literal["instance", "group"] = "instance"
+    canary: CanaryModel | None = None
 
     @field_validator("for_", "keep_firing_for", "cooldown")
     @classmethod
@@ -339,6 +369,13 @@ class PolicySpec:
     shadow: bool
     windows: tuple[CronWindow, ...]
     at: tuple[CronTimes, ...] = ()
+    # A group change: one proposal for the group, rolled out canary first (docs/fleet.md).
+    canary: CanaryRule | None = None
+
+    @property
+    def group_scoped(self) -> bool:
+        """Whether it changes a fleet group as one (``scope: group``), canary first."""
+        return self.canary is not None
 
     def applies_to(self, target: str) -> bool:
         """Whether this policy watches ``target``."""
