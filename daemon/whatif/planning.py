@@ -250,7 +250,9 @@ def _pick(
     else:
         shown = "from none" if math.isinf(won) else f"{won:+.1%}"
         what, least = "goodput", f"{min_gain:.0%}"
-    if won < min_gain:
+    # A change must win, whatever min_gain says: with min_gain 0 a tie on the objective
+    # (ranked first by a tie-break) would restart vLLM for a predicted nothing.
+    if won < min_gain or won <= 0:
         return None, (
             f"keep: the best candidate, {best.setting.label()}, gains {shown} of {what} after"
             f" its restart, less than the {least} a change must win"

@@ -28,7 +28,7 @@ from daemon.policy.evaluate import TargetView, evaluate
 from daemon.policy.loading import parse_policy
 from daemon.policy.planner import KnobHistory
 from daemon.policy.spec import PolicySpec
-from daemon.policy.state import PolicyState
+from daemon.policy.state import Phase, PolicyState
 from simulator.synthetic_workloads import GammaArrivals, LogNormalLengths, WorkloadSpec, generate
 from tests.unit.whatif.metric_histories import INSTANCE, history
 
@@ -40,6 +40,13 @@ name: tpot-tune
 when: tpot_p95_s > 0.05
 action:
   tune: {knobs: [max_num_batched_tokens], tpot_slo: 50ms, min_gain: 10%}
+"""
+
+VETO = """\
+name: gpu-veto
+when: gpu_throttle_reasons_bitmask.exists(g, gpu_throttle_reasons_bitmask[g] > 0.0)
+action:
+  veto: [max_num_seqs, max_num_batched_tokens]
 """
 
 
@@ -54,7 +61,7 @@ class Clock:
         return datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 
 
-def _config(tmp_path: Path) -> GovernorConfig:
+def _config(tmp_path: Path, low: int = 2048) -> GovernorConfig:
     return GovernorConfig.model_validate(
         {
             "governor": {"state_dir": str(tmp_path)},
@@ -64,7 +71,7 @@ def _config(tmp_path: Path) -> GovernorConfig:
                     "url": "http://127.0.0.1:9",
                     "knobs": {
                         "max_num_batched_tokens": {
-                            "min": 2048,
+                            "min": low,
                             "max": 8192,
                             "max_step": 8192,
                             "min_dwell_s": 900,
@@ -94,6 +101,8 @@ def _tuner(
     specs: tuple[PolicySpec, ...] = (),
     *,
     runner: WhatIfRunner = OFF_LOOP,
+    in_force: dict[str, float] = IN_FORCE,
+    low: int = 2048,
 ) -> Tuner:
     spec = WorkloadSpec(
         name="code-like",
@@ -102,7 +111,7 @@ def _tuner(
         prompt_tokens=LogNormalLengths(median=4000, p90=8800, max=16000),
         output_tokens=LogNormalLengths(median=60, p90=150, max=1000),
     )
-    config = _config(tmp_path)
+    config = _config(tmp_path, low)
 
     def route(accepted: Sequence[Decision]) -> list[Decision]:
         routed.extend(accepted)
@@ -114,7 +123,7 @@ def _tuner(
         Clock(),
         ledger,
         CollectorRegistry(),
-        knobs=lambda: {INSTANCE: IN_FORCE},
+        knobs=lambda: {INSTANCE: in_force},
         specs=lambda: specs,
         route=route,
         quarantine=lambda policy, target, why: None,
@@ -124,9 +133,9 @@ def _tuner(
     )
 
 
-def _due() -> Decision:
+def _due(in_force: dict[str, float] = IN_FORCE) -> Decision:
     spec = parse_policy(POLICY, Path("tpot-tune.yaml"))
-    view = TargetView(INSTANCE, {"tpot_p95_s": 0.15}, IN_FORCE)
+    view = TargetView(INSTANCE, {"tpot_p95_s": 0.15}, in_force)
     _, decisions = evaluate(spec, PolicyState(), view, 600.0, Clock().wall())
     (tune,) = [d for d in decisions if d.kind is DecisionKind.TUNE]
     return tune
@@ -183,6 +192,26 @@ async def test_the_tuned_intent_meets_the_same_dwell_as_any_change(
     (blocked,) = recorded
     assert blocked.kind is DecisionKind.BLOCKED
     assert blocked.guard == "dwell"
+
+
+async def test_a_firing_veto_blocks_a_tuned_raise_as_any_raise(
+    tmp_path: Path, ledger: PolicyLedger
+) -> None:
+    # A 512-token budget under 8 req/s of 4,000-token prompts cannot keep up: the what-if
+    # picks a larger one. While the pack's GPU veto fires, that raise is blocked (veto).
+    veto = parse_policy(VETO, Path("gpu-veto.yaml"))
+    ledger.states[("gpu-veto", INSTANCE)] = PolicyState(phase=Phase.FIRING, since=0.0)
+    small = {"max_num_seqs": 256.0, "max_num_batched_tokens": 512.0}
+    routed: list[Decision] = []
+    tuner = _tuner(tmp_path, ledger, routed, (veto,), in_force=small, low=512)
+
+    (blocked,) = await tuner.run_one(_due(small))
+
+    assert routed == []
+    assert blocked.kind is DecisionKind.BLOCKED
+    assert blocked.guard == "veto"
+    assert blocked.intent is not None
+    assert blocked.intent.changes["max_num_batched_tokens"] > 512
 
 
 async def test_too_little_data_is_a_failed_round_never_a_change(

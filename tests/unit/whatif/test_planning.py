@@ -13,8 +13,8 @@ import math
 from daemon.core.settings import Envelope
 from daemon.whatif.candidates import Setting, candidate_grid, knob_values
 from daemon.whatif.lognormal_fit import LogNormal
-from daemon.whatif.planning import PlanRequest, plan
-from daemon.whatif.prediction import Slo, predict
+from daemon.whatif.planning import PlanRequest, _pick, plan
+from daemon.whatif.prediction import Prediction, Slo, predict
 from daemon.whatif.summary import LengthSummary, WorkloadSummary
 from daemon.whatif.synthesis import synthesise
 from simulator.profiles import load_profile
@@ -140,3 +140,36 @@ def test_a_larger_cap_that_never_binds_is_priced_not_rerun_and_predicts_the_same
 
     assert reused.peak_in_engine < 128  # the smallest cap of the grid never bound
     assert reused == direct
+
+
+def _predicted(setting: Setting, objective: float, *, current: bool) -> Prediction:
+    return Prediction(
+        setting=setting,
+        current=current,
+        requests=600,
+        arrival_rps=2.0,
+        slo_attainment=objective / 2.0,
+        goodput_rps=objective,
+        goodput_tok_s=objective * 100,
+        ttft_p95_s=0.5,
+        tpot_p95_s=0.03,
+        preemptions=0,
+        peak_in_engine=40,
+        restart_downtime_s=0.0 if current else 60.0,
+        requests_lost_to_restart=0.0 if current else 120.0,
+        objective=objective,
+    )
+
+
+def test_no_change_is_picked_that_is_not_predicted_to_win_even_with_min_gain_zero() -> None:
+    # No harm (issue 16): a candidate that ties the setting in force (ranked first by a
+    # tie-break) or loses to it is never picked, whatever the policy's min_gain allows.
+    now = _predicted(Setting(256, 4096), 1.8, current=True)
+    for objective in ("goodput", "slo_attainment"):
+        for rival in (1.8, 1.79):
+            best = _predicted(Setting(512, 4096), rival, current=False)
+            pick, reason = _pick(best, now, 0.0, objective)
+            assert pick is None, (objective, rival, reason)
+            assert reason.startswith("keep")
+    winner = _predicted(Setting(512, 4096), 1.9, current=False)
+    assert _pick(winner, now, 0.0)[0] == Setting(512, 4096)
