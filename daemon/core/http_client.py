@@ -36,7 +36,7 @@ import ipaddress
 import ssl
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from daemon.core.errors import HttpExchangeError
@@ -87,6 +87,30 @@ class HttpResponse:
         """The first value of header ``name`` (any case), or None."""
         wanted = name.lower()
         return next((value for key, value in self.headers if key == wanted), None)
+
+
+class HttpExchange(Protocol):
+    """What sends one request and returns its answer: :func:`http_request`, or a stand-in.
+
+    The seam where a simulation puts an in-process server in place of the network (as httpx's
+    transport is): the batch lane sends its requests through one of these.
+    """
+
+    async def __call__(
+        self,
+        method: str,
+        url: str,
+        limits: HttpLimits,
+        *,
+        body: bytes = b"",
+        headers: Mapping[str, str] | None = None,
+    ) -> HttpResponse:
+        """One exchange within ``limits``.
+
+        Raises:
+            HttpExchangeError: no usable answer; ``kind`` says why.
+        """
+        ...
 
 
 async def http_request(

@@ -24,6 +24,7 @@ from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ConfigError, ConfigIssue, ControlError
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE
 from daemon.core.freezes import freeze_reason, freezes_in_force
+from daemon.core.http_client import HttpExchange, http_request
 from daemon.core.reload_scope import restart_only_changes
 from daemon.core.restart_slots import NO_RESTART_SLOTS
 from daemon.core.secrets import GovernorSecrets
@@ -79,10 +80,12 @@ class Governor:
     """The daemon: builds its tasks, serves status, reloads its configuration.
 
     Its ports are constructor arguments: the clock, the service manager, the table of actuator
-    kinds, the signal feed and where what-if rounds run. Without a ``feed`` the policies see the
-    signal plane's sources (the daemon); a backtest feeds recorded views on a virtual clock
-    instead. Rounds run in a worker process (``OFF_LOOP``) unless the clock is virtual
-    (``IN_PROCESS``: a worker would run in real time while the clock jumps).
+    kinds, the signal feed, where what-if rounds run, and how batch requests reach vLLM
+    (``batch_exchange``: the HTTP client; a simulation's in-process server). Without a
+    ``feed`` the policies see the signal plane's sources (the daemon); a backtest feeds
+    recorded views on a virtual clock instead. Rounds run in a worker process (``OFF_LOOP``)
+    unless the clock is virtual (``IN_PROCESS``: a worker would run in real time while the
+    clock jumps).
     """
 
     def __init__(
@@ -95,6 +98,7 @@ class Governor:
         kinds: Sequence[Kind] = (),
         feed: SignalFeed | None = None,
         whatif: WhatIfRunner = OFF_LOOP,
+        batch_exchange: HttpExchange = http_request,
     ) -> None:
         self._loaded = loaded
         self._clock = clock
@@ -169,7 +173,9 @@ class Governor:
         router = Router(self._actuation, registry, propose=self._approvals.propose)
         self._notifications = self._notifiers()
         self._recorder = Recorder(lambda: self._loaded.config.recording)
-        self._batches = BatchDesk(self._config_in_force, state_path, clock, lanes)
+        self._batches = BatchDesk(
+            self._config_in_force, state_path, clock, lanes, exchange=batch_exchange
+        )
         self._lane_steerer = LaneSteerer(
             config=config,
             specs=lens.specs,

@@ -28,9 +28,9 @@ from pathlib import Path
 
 from simulator.engine import Phase
 from simulator.profiles import EngineProfile
-from simulator.requests import FinishedRequest
+from simulator.requests import FinishedRequest, Request
 from simulator.server.metrics import VllmMetrics
-from simulator.settings import EngineSettings
+from simulator.settings import EngineSettings, SchedulingPolicy
 from simulator.spec_files import load_mapping
 from simulator.steps import StepResult
 from simulator.virtual_time import VirtualRun
@@ -77,6 +77,9 @@ class VirtualHost:
         self._metrics: VllmMetrics | None = None
         self._started_at = epoch
         self._now = _RunNow(run)
+        # Requests sent to the host itself (not the run's workload), until their record.
+        self._answers: dict[str, asyncio.Future[FinishedRequest]] = {}
+        self._sent = 0
         self._roll()
 
     # -- the run's observer -------------------------------------------------------------
@@ -91,6 +94,35 @@ class VirtualHost:
         """A request left the engine: counted by the process it ended in."""
         if self._metrics is not None:
             self._metrics.observe_finished(record, record.finished_reason or "abort")
+        answer = self._answers.pop(record.request_id, None)
+        if answer is not None and not answer.done():
+            answer.set_result(record)
+
+    # -- a client's own requests --------------------------------------------------------
+
+    def submit(
+        self, prompt_tokens: int, max_tokens: int, *, priority: int
+    ) -> tuple[Request | None, asyncio.Future[FinishedRequest]]:
+        """A client's request arrives now: the request in the engine, and its record to come.
+
+        The request is None when the engine refused it at once (down, or too long); its
+        record still comes, at the next :meth:`sync`.
+        """
+        self.sync()
+        self._sent += 1
+        request_id = f"client-{self._sent}"
+        answer: asyncio.Future[FinishedRequest] = asyncio.get_running_loop().create_future()
+        self._answers[request_id] = answer
+        request = self.run.engine.submit(
+            prompt_tokens, max_tokens, self.run.now, request_id, priority=priority
+        )
+        return request, answer
+
+    def abort(self, request: Request) -> None:
+        """The client went away: vLLM aborts its request (its record comes out as aborted)."""
+        self.sync()
+        self.run.engine.abort(request, self.run.now)
+        self.sync()
 
     # -- what the outside sees ----------------------------------------------------------
 
@@ -152,6 +184,8 @@ def engine_settings_yaml(settings: EngineSettings) -> str:
         f"max-num-seqs: {settings.max_num_seqs}",
         f"max-num-batched-tokens: {settings.max_num_batched_tokens}",
     ]
+    if settings.scheduling_policy is not SchedulingPolicy.FCFS:
+        lines.append(f"scheduling-policy: {settings.scheduling_policy.value}")
     if settings.shutdown_timeout:
         lines.append(f"shutdown-timeout: {settings.shutdown_timeout}")
     return "\n".join(lines) + "\n"

@@ -14,6 +14,9 @@ only in what is plugged into its ports:
   file says (:class:`HostRestart`), in place of ``systemctl``;
 - **the gate**: HAProxy's runtime API over the run's gate, on a Unix socket
   (:mod:`simulator.server.virtual_haproxy`); ``governor-restart-only`` runs without one;
+- **the batch lane's HTTP client**: the engine's completions endpoint in-process
+  (:class:`~daemon.app.simulation.engine_exchange.EngineExchange`), so the governor's batch
+  jobs reach the engine as its own requests, at the priority the lane gives them;
 - **approvals**: a simulated approver clicking through the approvals' chat port
   (:mod:`daemon.app.simulation.approver`);
 - **vLLM's own parser check**: none (the simulator's settings check refuses what vLLM would).
@@ -27,8 +30,8 @@ import asyncio
 import contextlib
 import logging
 import tempfile
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from actuators.kinds import HAPROXY_GATE, VLLM, vllm_actuator
@@ -37,6 +40,7 @@ from actuators.vllm.restart import CommandResult
 from daemon.api import ActuatorServices, Clock
 from daemon.app.simulation.approver import SimulatedApprover
 from daemon.app.simulation.clock import EPOCH
+from daemon.app.simulation.engine_exchange import EngineExchange
 from daemon.app.simulation.events import EventLog
 from daemon.app.simulation.journals import read_events
 from daemon.app.simulation.sandbox import Sandbox, sandboxed
@@ -87,12 +91,18 @@ class Governing:
         gated: Whether the server has a gate (HAProxy) the admission loop moves.
         approval_delay_s: Seconds from a proposal to the simulated click.
         approve: What the click is: approve (True) or reject.
+        tick_s: How often the world is brought up to the clock when nobody looks (a batch
+            request's answer reaches the lane at the next tick at the latest).
+        on_tick: Called after each tick with the sandbox and the batch lane's server (a
+            simulation drops batch jobs into the inbox from there, and samples the lane).
     """
 
     duration_s: float
     gated: bool
     approval_delay_s: float
     approve: bool
+    tick_s: float = 1.0
+    on_tick: Callable[[Sandbox, EngineExchange], None] | None = field(default=None)
 
 
 def govern(run: VirtualRun, host_files: Path, config: GovernorConfig, how: Governing) -> EventLog:
@@ -121,6 +131,7 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
     governed = sandboxed(config, sandbox, port, RESTART_COMMAND, gated=how.gated)
     instance = governed.vllm[0]
     restart = HostRestart(host, instance.unit)
+    exchange = EngineExchange(host)
 
     def actuator(services: ActuatorServices) -> VllmActuator:
         return vllm_actuator(services, restart_runner=restart, objection=_no_objection)
@@ -134,6 +145,7 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
         kinds=(replace(VLLM, factory=actuator), HAPROXY_GATE),
         # On the virtual clock a worker process would run in real time while the clock jumps.
         whatif=IN_PROCESS,
+        batch_exchange=exchange,
     )
     events = EventLog()
     approver = SimulatedApprover(
@@ -144,8 +156,10 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
             governing = group.create_task(governor.run(), name="governor")
             approving = group.create_task(approver.run(), name="simulated approver")
             while loop.time() < how.duration_s and not governing.done():
-                await asyncio.sleep(min(1.0, how.duration_s - loop.time()))
+                await asyncio.sleep(min(how.tick_s, how.duration_s - loop.time()))
                 host.sync()  # the world moves on whether or not anybody looks
+                if how.on_tick is not None:
+                    how.on_tick(sandbox, exchange)
             governor.request_stop()
             await governing
             approving.cancel()

@@ -5,7 +5,8 @@ its envelopes, restart envelope, verification, approvals, evaluation interval, p
 would touch the machine is pointed into a scratch directory instead: the state and the control
 socket, the server's config file and log, the gate's runtime socket; every source other than
 the instance itself is off (no NVML, host, Prometheus or MQTT in a simulation), as are Slack,
-the metrics endpoint and the policy-file watcher's reloads (the policies are read once).
+the metrics endpoint and the policy-file watcher's reloads (the policies are read once). The
+batch inbox is a directory of the sandbox.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ class Sandbox:
         return self.root / "vllm.log"
 
     @property
+    def batch_inbox(self) -> Path:
+        """Where batch job files are dropped (``[batch] inbox_dir``)."""
+        return self.root / "batch-inbox"
+
+    @property
     def haproxy_socket(self) -> Path:
         """The gate's runtime socket."""
         return self.root / "haproxy.sock"
@@ -71,6 +77,7 @@ def sandboxed(
 ) -> GovernorConfig:
     """``config`` with its first instance pointed at the simulated host in ``sandbox``."""
     sandbox.state_dir.mkdir(parents=True, exist_ok=True)
+    sandbox.batch_inbox.mkdir(exist_ok=True)
     instance = config.vllm[0]
     gate = GateSettings(
         enabled=gated,
@@ -113,6 +120,7 @@ def sandboxed(
             "metrics": config.metrics.model_copy(update={"enabled": False}),
             "slack": config.slack.model_copy(update={"enabled": False}),
             "approvals": approvals,
+            "batch": config.batch.model_copy(update={"inbox_dir": sandbox.batch_inbox}),
             "sources": sources,
             "vllm": (simulated,),
             "http_log_level": (),

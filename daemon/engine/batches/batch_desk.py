@@ -25,6 +25,7 @@ from daemon.batch.progress import eta_s
 from daemon.core.clock import Clock
 from daemon.core.control_protocol import ControlRequest
 from daemon.core.errors import ControlError
+from daemon.core.http_client import HttpExchange, http_request
 from daemon.core.settings import GovernorConfig
 from daemon.engine.batches.batch_inbox import BatchInbox
 from daemon.engine.batches.crash_points import CrashPoints
@@ -47,9 +48,11 @@ class BatchDesk:
         ledger_path: Path,
         clock: Clock,
         lanes: BatchLanes,
+        exchange: HttpExchange = http_request,
     ) -> None:
         self._config = config
         self._lanes = lanes
+        self._exchange = exchange
         self._ledger = BatchLedger(ledger_path)
         self._clock = clock
         self._crash_points = CrashPoints()
@@ -110,6 +113,7 @@ class BatchDesk:
             clock=self._clock,
             crash_points=self._crash_points,
             lane=self._lanes.lane(job.target),
+            exchange=self._exchange,
         )
         self._runner = runner
         try:

@@ -39,6 +39,7 @@ from daemon.batch.result_files import ResultWriter
 from daemon.batch.result_lines import CANCELLED, EXPIRED, ResultFile, ResultLine, failed
 from daemon.core.batch_settings import BatchSection
 from daemon.core.clock import Clock
+from daemon.core.http_client import HttpExchange, http_request
 from daemon.engine.batches.crash_points import CrashPoints
 from daemon.engine.batches.lanes import Lane
 from daemon.engine.batches.line_sender import LineSender
@@ -65,6 +66,7 @@ class JobRunner:
         clock: Clock,
         crash_points: CrashPoints,
         lane: Lane | None = None,
+        exchange: HttpExchange = http_request,
     ) -> None:
         self.job = job
         self._lane = lane if lane is not None else Lane(job.target, settings.concurrency, "fixed")
@@ -73,7 +75,12 @@ class JobRunner:
         self._clock = clock
         self._crash = crash_points
         self._sender = LineSender(
-            job.job_id, base_url, settings, clock, priority=lambda: self._lane.priority
+            job.job_id,
+            base_url,
+            settings,
+            clock,
+            priority=lambda: self._lane.priority,
+            exchange=exchange,
         )
         self._writers = {
             ResultFile.OUTPUT: ResultWriter(job.output_path),

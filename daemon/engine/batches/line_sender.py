@@ -24,7 +24,7 @@ from daemon.core.backoff import Backoff
 from daemon.core.batch_settings import BatchSection
 from daemon.core.clock import Clock
 from daemon.core.errors import HttpExchangeError
-from daemon.core.http_client import HttpLimits, http_request
+from daemon.core.http_client import HttpExchange, HttpLimits, http_request
 
 # A completion's answer is small; a chat answer with logprobs of a long output is the largest.
 MAX_ANSWER_BYTES = 64 << 20
@@ -39,9 +39,12 @@ class LineSender:
         base_url: str,
         settings: BatchSection,
         clock: Clock,
+        *,
         priority: Callable[[], int | None] = lambda: None,
+        exchange: HttpExchange = http_request,
     ) -> None:
         self._job_id = job_id
+        self._exchange = exchange
         self._priority = priority
         self._base_url = base_url.rstrip("/")
         self._settings = settings
@@ -66,7 +69,7 @@ class LineSender:
     async def _attempt(self, line: BatchLine) -> tuple[ResultLine, bool]:
         """One exchange: its result, and whether another attempt may go differently."""
         try:
-            response = await http_request(
+            response = await self._exchange(
                 "POST",
                 self._base_url + line.url,
                 self._limits,
