@@ -3,11 +3,14 @@
 The governor drives whatever this table holds (``vllm-governor run`` hands it
 :data:`KINDS`; ``simulate`` the same table with the vLLM entry's restart runner swapped for
 the simulated host's). Adding an actuator is one module (the actuator, speaking
-:class:`daemon.api.Actuator`) and one entry here. Order matters only where two kinds read the
-same section: the first one that lists a target owns it.
+:class:`daemon.api.Actuator`) and one entry here. Order matters only where two routed kinds
+read the same section: the first one that lists a target owns its intents. The admission
+gate's entry is not routed: the engine's admission loop moves its cap through ``apply``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 from actuators.haproxy.actuator import HaproxyActuator
 from actuators.http_log_level.actuator import HttpLogLevelActuator
@@ -15,14 +18,13 @@ from actuators.vllm.actuator import Objection, VllmActuator
 from actuators.vllm.restart import CommandRunner, run_command
 from actuators.vllm.vllm_args import vllm_objection
 from daemon.api import (
+    GATE_CAP_KNOB,
     LOG_LEVEL_KNOB,
     ActuatorKind,
     ActuatorServices,
     Capabilities,
-    GateKind,
     GovernorConfig,
     HttpLogLevelTarget,
-    Kind,
     VllmInstance,
 )
 
@@ -62,6 +64,25 @@ def vllm_actuator(
     )
 
 
+def _gated_servers(config: GovernorConfig) -> tuple[VllmInstance, ...]:
+    """The ``[[vllm]]`` servers with an admission gate in front (``[vllm.gate]`` enabled)."""
+    return tuple(instance for instance in config.vllm if instance.gate.enabled)
+
+
+def _gate(services: ActuatorServices) -> HaproxyActuator:
+    if services.caps is None:
+        message = "the admission gate's actuator needs the engine's cap journal (services.caps)"
+        raise TypeError(message)
+    return HaproxyActuator(
+        services.caps,
+        services.clock,
+        services.freeze_dir,
+        gates=services.gate_caps,
+        changes=services.journal,
+        fleet_freeze=services.fleet_freeze,
+    )
+
+
 def _log_levels(services: ActuatorServices) -> HttpLogLevelActuator:
     return HttpLogLevelActuator(
         services.journal,
@@ -95,11 +116,17 @@ HTTP_LOG_LEVEL: ActuatorKind[HttpLogLevelTarget] = ActuatorKind(
     poll_interval_s=lambda target: target.poll_interval_s,
 )
 
-HAPROXY_GATE = GateKind(
+HAPROXY_GATE: ActuatorKind[VllmInstance] = ActuatorKind(
     name="haproxy_gate",
     section="[vllm.gate]",
-    factory=HaproxyActuator,
+    title="admission gate",
+    task="admission gate",
+    targets=_gated_servers,
+    factory=_gate,
+    # The cap (HAProxy's maxconn) moves live, is read back, and is set back when it is not.
     capabilities=Capabilities(live=True, journals=True, revertible=True),
+    knobs=frozenset({GATE_CAP_KNOB}),
+    routed=False,
 )
 
-KINDS: tuple[Kind, ...] = (VLLM, HTTP_LOG_LEVEL, HAPROXY_GATE)
+KINDS: tuple[ActuatorKind[Any], ...] = (VLLM, HTTP_LOG_LEVEL, HAPROXY_GATE)

@@ -42,6 +42,7 @@ from daemon.engine.actuation.admission_loop import AdmissionLoop
 from daemon.engine.evaluation.policy_ledger import PolicyLedger
 from daemon.engine.evaluation.tuner import Tuner
 from daemon.engine.storage.cap_journal import SqliteCapJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.engine.storage.state_store import StateStore
 from daemon.policy.decisions import Decision, DecisionKind
 from daemon.policy.evaluate import TargetView, evaluate
@@ -183,6 +184,8 @@ async def _measure(rounds: int, state_dir: Path) -> dict[str, Any]:
     config = _config()
     clock = Clock()
     journal = SqliteCapJournal(state_dir / "gate.sqlite3", clock)
+    changes = SqliteJournal(state_dir / "gate.sqlite3", clock)
+    gate = MemoryGate()
     admission_policy = ROOT / "policies" / "admission-cap.yaml"
     specs = [parse_policy(admission_policy.read_text(), admission_policy)]
     states = {("admission-cap", INSTANCE): PolicyState(Phase.FIRING, 0.0)}
@@ -192,8 +195,10 @@ async def _measure(rounds: int, state_dir: Path) -> dict[str, Any]:
         states=lambda: states,
         rows=_rows,
         knobs=lambda: {INSTANCE: {"max_num_seqs": 64.0}},
-        gates={INSTANCE: MemoryGate()},
-        actuator=HaproxyActuator(journal, clock, state_dir),
+        gates={INSTANCE: gate.where},
+        actuator=HaproxyActuator(
+            journal, clock, state_dir, gates=lambda _instance: gate, changes=changes
+        ),
         clock=clock,
         registry=CollectorRegistry(),
     )
@@ -260,6 +265,7 @@ async def _measure(rounds: int, state_dir: Path) -> dict[str, Any]:
                 }
             )
     finally:
+        changes.close()
         journal.close()
         state_store.close()
     snapshot_ms = _snapshot_ms(store)

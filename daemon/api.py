@@ -4,9 +4,9 @@ Everything exported here is a promise to actuator authors; a test pins the names
 change to this surface is a deliberate one. Actuators get: the clock; the error tree they
 raise or meet; the configuration of a vLLM instance and its knob envelopes; the knob
 catalogue; the pure envelope checks; the freeze files; the actuation contract (requests,
-results, the journal and signal windows the engine lends them); and the admission gate's
-contract (a cap change, its result, the gate's runtime and the cap journal) and the gate as a
-restart drains it; the daemon's HTTP client (one exchange within its deadlines); and the one
+results, the journal and signal windows the engine lends them); the admission gate's knob
+(``gate_cap``, its envelope, the gate's runtime, the cap journal and its rows) and the gate as
+a restart drains it; the daemon's HTTP client (one exchange within its deadlines); and the one
 actuator protocol with the table entry that declares a kind (its settings section, its
 factory, its capabilities), with the configuration a kind reads its targets from.
 """
@@ -34,8 +34,6 @@ from daemon.core.actuator_kinds import (
     ActuatorKind,
     ActuatorServices,
     Capabilities,
-    GateKind,
-    Kind,
 )
 from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock, SystemClock
@@ -58,11 +56,16 @@ from daemon.core.gate_actuation import (
     CAP_REFUSED,
     CAP_REVERTED,
     CAP_UNCHANGED,
-    CapChange,
+    GATE_CAP_KNOB,
+    MAX_NUM_SEQS,
+    NO_CHANGE,
     CapJournal,
     CapResult,
     CapState,
+    GateCapLookup,
     GateRuntime,
+    cap_envelope,
+    no_gate_caps,
 )
 from daemon.core.gate_drain import GateDrain, GateLookup, no_gates
 from daemon.core.http_client import HttpLimits, HttpResponse, http_request
@@ -82,9 +85,12 @@ __all__ = [
     "DONE",
     "DRY_RUN",
     "FAILED",
+    "GATE_CAP_KNOB",
     "KNOBS",
     "LOG_LEVELS",
     "LOG_LEVEL_KNOB",
+    "MAX_NUM_SEQS",
+    "NO_CHANGE",
     "NO_FREEZE_SOURCE",
     "NO_RESTART_SLOTS",
     "OPEN",
@@ -98,7 +104,6 @@ __all__ = [
     "ActuatorKind",
     "ActuatorServices",
     "BatchHold",
-    "CapChange",
     "CapJournal",
     "CapResult",
     "CapState",
@@ -111,8 +116,8 @@ __all__ = [
     "ConfigWriteError",
     "Envelope",
     "FreezeSource",
+    "GateCapLookup",
     "GateDrain",
-    "GateKind",
     "GateLookup",
     "GateRuntime",
     "GovernorConfig",
@@ -123,18 +128,19 @@ __all__ = [
     "HttpResponse",
     "JournalEntry",
     "JournalState",
-    "Kind",
     "Knob",
     "RestartSlots",
     "Safer",
     "SignalWindows",
     "SystemClock",
     "VllmInstance",
+    "cap_envelope",
     "envelope_problem",
     "envelope_problems",
     "freeze_reason",
     "http_request",
     "no_batch_hold",
+    "no_gate_caps",
     "no_gates",
     "pace_problem",
 ]

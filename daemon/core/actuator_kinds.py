@@ -9,10 +9,10 @@ its factory (built from the :class:`ActuatorServices` the engine lends), its
 The engine routes each intent to the kind that owns its target and runs one runner per kind.
 
 A new actuator is therefore one module (the actuator) and one entry in the table the
-application hands the governor (``actuators/kinds.py``). The admission gate is the one kind
-that policies do not drive intent by intent: its controller loop moves a cap every few
-seconds, through the gate's own narrower contract (:mod:`daemon.core.gate_actuation`); its
-entry (:class:`GateKind`) sits in the same table with the same capabilities.
+application hands the governor (``actuators/kinds.py``). The admission gate is a kind like the
+others (its knob ``gate_cap``, live, :mod:`daemon.core.gate_actuation`); what sets it apart is
+declared too: it is not *routed* (policies' intents never reach it), because the engine's
+admission loop moves its cap every few seconds, through the same ``apply``.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from daemon.core.actuation import ActuationJournal, ActuationResult, ChangeRequest, SignalWindows
 from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
-from daemon.core.gate_actuation import GateActuatorFactory
+from daemon.core.gate_actuation import CapJournal, GateCapLookup, no_gate_caps
 from daemon.core.gate_drain import GateLookup
 from daemon.core.restart_slots import NO_RESTART_SLOTS, RestartSlots
 from daemon.core.settings import GovernorConfig
@@ -108,6 +108,8 @@ class ActuatorServices:
         batches: Closes a target's batch lane and waits for its requests (before a restart).
         fleet_freeze: The fleet's freeze (etcd), for the preflight of every change; none alone.
         restart_slots: The fleet's disruption budget, a slot taken before a restart; none alone.
+        caps: The admission gates' journal of cap changes (None: a governor without one).
+        gate_caps: The admission gate in front of a vLLM instance, if any (its cap).
     """
 
     journal: ActuationJournal
@@ -118,6 +120,8 @@ class ActuatorServices:
     batches: BatchHold = no_batch_hold
     fleet_freeze: FreezeSource = NO_FREEZE_SOURCE
     restart_slots: RestartSlots = NO_RESTART_SLOTS
+    caps: CapJournal | None = None
+    gate_caps: GateCapLookup = no_gate_caps
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,8 @@ class ActuatorKind(Generic[TargetT]):
         operations: The named operations it runs besides knob values (``restart``).
         poll_interval_s: A target -> how often the engine refreshes its knobs; None when
             :meth:`Actuator.current_knobs` reads them itself.
+        routed: Whether policies' intents are routed to it. The admission gate's is not: the
+            engine's admission loop moves its cap, through the same :meth:`Actuator.apply`.
     """
 
     name: str
@@ -148,34 +154,4 @@ class ActuatorKind(Generic[TargetT]):
     knobs: frozenset[str] | None = None
     operations: frozenset[str] = frozenset()
     poll_interval_s: Callable[[TargetT], float] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class GateKind:
-    """The admission gate's entry: driven by the admission loop, not by intents.
-
-    Attributes:
-        name: The kind's name (``haproxy_gate``).
-        section: Its settings section (``[vllm.gate]``).
-        factory: Builds the gate's actuator from its journal, the clock, the freeze files and
-            the fleet's freeze.
-        capabilities: What its changes are like (live, journaled, set back on failure).
-    """
-
-    name: str
-    section: str
-    factory: GateActuatorFactory
-    capabilities: Capabilities
-
-
-Kind = ActuatorKind[Any] | GateKind
-
-
-def actuator_kinds(kinds: Sequence[Kind]) -> list[ActuatorKind[Any]]:
-    """The kinds that carry out intents, in table order (the first owns a shared name)."""
-    return [kind for kind in kinds if isinstance(kind, ActuatorKind)]
-
-
-def gate_kind(kinds: Sequence[Kind]) -> GateKind | None:
-    """The admission gate's kind, when the table has one."""
-    return next((kind for kind in kinds if isinstance(kind, GateKind)), None)
+    routed: bool = True

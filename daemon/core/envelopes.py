@@ -28,19 +28,26 @@ def envelope_problem(knob: str, envelope: Envelope | None, current: float, new: 
 
 
 def envelope_problems(
-    knob: str, envelope: Envelope | None, current: float, new: float
+    knob: str,
+    envelope: Envelope | None,
+    current: float,
+    new: float,
+    *,
+    kind: type | None = None,
 ) -> list[str]:
     """Every rule of its envelope that moving ``knob`` from ``current`` to ``new`` breaks.
 
     One sentence per rule (whole numbers, the range, the step), so that a person fixing the
-    change sees all of them at once.
+    change sees all of them at once. ``kind`` is the knob's type where the knob is not one a
+    policy names (the admission gate's ``gate_cap``, moved by the engine); else
+    :data:`~daemon.core.knobs.KNOBS` says.
     """
     if envelope is None:
         return [f"{knob} has no envelope in config.toml: the governor never changes it"]
     if not math.isfinite(new):
         return [f"{knob}: {new!r} is not a number"]
     problems = []
-    if KNOBS[knob].kind is not float and new != math.floor(new):
+    if (kind or KNOBS[knob].kind) is not float and new != math.floor(new):
         problems.append(f"{knob} takes whole numbers, not {new:g}")
     if not envelope.min <= new <= envelope.max:
         problems.append(

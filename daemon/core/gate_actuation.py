@@ -1,14 +1,23 @@
-"""The contract between the engine's admission loop and the actuator of an admission gate.
+"""The admission gate's knob, ``gate_cap``, as the one actuator protocol carries it.
 
 The gate is a proxy in front of one vLLM instance (HAProxy); its cap (the server's
 ``maxconn``) is how many requests may be inside vLLM at once. Moving it is live and low risk:
-no restart, no file, no dropped connection. The engine decides a cap (a :class:`CapChange`,
-bounded by the instance's ``max-num-seqs``), lends the actuator the gate's runtime
-(:class:`GateRuntime`, HAProxy's stats socket) and a :class:`CapJournal`, and gets a
-:class:`CapResult` back. Actuators see this through :mod:`daemon.api` only.
+no restart, no file, no dropped connection. The gate's actuator is an
+:class:`~daemon.core.actuator_kinds.Actuator` like every other; what is particular to the gate
+is declared here:
 
-The journal records changes, not ticks: a cap the controller holds, a refusal repeated every
-tick (a freeze), or a cap already in force is counted and logged by the engine, never a row.
+- the knob's name (:data:`GATE_CAP_KNOB`) and how a request for it reads: ``changes`` holds the
+  cap, ``current`` the instance's ``max-num-seqs`` (:func:`cap_request`), whose envelope is
+  ``[1, max-num-seqs]`` with any step (:func:`cap_envelope`);
+- the port the engine lends the actuator for each gate (:class:`GateRuntime`, HAProxy's
+  stats socket, looked up with a :data:`GateCapLookup`);
+- the gate's own journal (:class:`CapJournal`), whose rows are :class:`CapResult`: it records
+  changes, not ticks. A cap the controller holds, a refusal repeated every tick (a freeze), or
+  a cap already in force is counted and logged by the engine, never a row.
+
+An :class:`~daemon.core.actuation.ActuationResult` of the gate reads back as a
+:class:`CapResult` (:meth:`CapResult.of`), the vocabulary of the journal, the metrics and
+``status``. Actuators see this through :mod:`daemon.api` only.
 """
 
 from __future__ import annotations
@@ -16,12 +25,23 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
-from pathlib import Path
 from typing import Protocol
 
-from daemon.core.clock import Clock
-from daemon.core.freeze_sources import FreezeSource
-from daemon.core.settings import VllmInstance
+from daemon.core.actuation import (
+    DONE,
+    DRY_RUN,
+    FAILED,
+    REFUSED,
+    REVERTED,
+    ActuationResult,
+    ChangeRequest,
+    JournalState,
+)
+from daemon.core.settings import Envelope, VllmInstance
+
+GATE_CAP_KNOB = "gate_cap"  # the gate's one knob: how many requests may be inside vLLM
+MAX_NUM_SEQS = "max_num_seqs"  # what bounds it, carried in a request's ``current``
+NO_CHANGE = "no_change"  # the guard of a cap already in force: nothing was sent
 
 
 class CapState(StrEnum):
@@ -43,11 +63,10 @@ CAP_FAILED = CapState.FAILED
 CAP_JOURNALED = (CAP_APPLIED, CAP_REVERTED, CAP_FAILED)  # the outcomes that are changes
 
 
-@dataclass(frozen=True, slots=True)
-class CapChange:
-    """A cap the engine wants at one instance's gate.
+def cap_request(target: str, policy: str, cap: int, max_cap: int, reason: str) -> ChangeRequest:
+    """A cap the engine wants at one instance's gate, as the actuator protocol carries it.
 
-    Attributes:
+    Args:
         target: The vLLM instance behind the gate.
         policy: The admission policy that decided it, or ``restore`` / ``clamp`` when the
             engine opens the gate back to ``max-num-seqs`` or closes it down to it.
@@ -55,12 +74,24 @@ class CapChange:
         max_cap: The instance's ``max-num-seqs`` now: no cap above it is ever set.
         reason: One line for people (the controller's reason).
     """
+    return ChangeRequest(
+        target=target,
+        policy=policy,
+        changes={GATE_CAP_KNOB: float(cap)},
+        current={MAX_NUM_SEQS: float(max_cap)},
+        reason=reason,
+    )
 
-    target: str
-    policy: str
-    cap: int
-    max_cap: int
-    reason: str
+
+def cap_envelope(max_cap: float) -> Envelope:
+    """The gate's envelope: a cap of 1 to ``max-num-seqs``, in any step.
+
+    Above ``max-num-seqs`` vLLM would queue the excess itself, with no bound on the wait; 0
+    would mean no limit at all. The pace of the cap is its admission policy's ``interval_s``
+    (the loop steps no faster), not a dwell time or an hourly budget: those pace restarts.
+    """
+    top = max(max_cap, 1.0)
+    return Envelope(min=1.0, max=top, max_step=top, min_dwell_s=0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +117,59 @@ class CapResult:
     def __post_init__(self) -> None:
         """Refuse a state that is not one, as the member it is."""
         object.__setattr__(self, "state", CapState(self.state))
+
+    @classmethod
+    def of(cls, result: ActuationResult) -> CapResult:
+        """The gate's outcome, read back from what its actuator's ``apply`` returned."""
+        refused = result.state in (REFUSED, DRY_RUN)
+        unchanged = refused and any(guard == NO_CHANGE for guard, _ in result.refusals)
+        if unchanged:
+            state = CAP_UNCHANGED
+        elif refused:
+            state = CAP_REFUSED
+        else:
+            state = _CAP_STATE_OF[result.state]
+        return cls(
+            result.target,
+            result.policy,
+            state,
+            _cap(result.plan.get("before")),
+            _cap(result.plan.get("after")),
+            result.outcome,
+        )
+
+    def actuation(
+        self, *, cap: int, refusals: tuple[tuple[str, str], ...] = (), dry_run: bool = False
+    ) -> ActuationResult:
+        """This outcome as the actuator protocol returns it (:meth:`of` reads it back)."""
+        state = DRY_RUN if dry_run else _JOURNAL_STATE_OF[self.state]
+        return ActuationResult(
+            target=self.target,
+            policy=self.policy,
+            state=state,
+            outcome=self.outcome,
+            changes={GATE_CAP_KNOB: float(cap)},
+            plan={"knob": GATE_CAP_KNOB, "before": self.before, "asked": cap, "after": self.after},
+            refusals=refusals,
+        )
+
+
+_JOURNAL_STATE_OF: dict[CapState, JournalState] = {
+    CapState.APPLIED: DONE,
+    CapState.UNCHANGED: REFUSED,
+    CapState.REFUSED: REFUSED,
+    CapState.REVERTED: REVERTED,
+    CapState.FAILED: FAILED,
+}
+_CAP_STATE_OF: dict[JournalState, CapState] = {
+    DONE: CapState.APPLIED,
+    REVERTED: CapState.REVERTED,
+    FAILED: CapState.FAILED,
+}
+
+
+def _cap(value: object) -> int | None:
+    return int(value) if isinstance(value, int | float) else None
 
 
 class GateRuntime(Protocol):
@@ -121,16 +205,10 @@ class CapJournal(Protocol):
         ...
 
 
-class GateActuator(Protocol):
-    """What the engine needs of the gate's actuator."""
-
-    async def set_cap(
-        self, instance: VllmInstance, gate: GateRuntime, change: CapChange
-    ) -> CapResult:
-        """Check, set, verify and (when the gate did not take it) revert one cap change."""
-        ...
+# The gate in front of an instance, or None where it has none.
+GateCapLookup = Callable[[VllmInstance], GateRuntime | None]
 
 
-# journal, clock, freeze directory (the governor's state directory), the fleet's freeze (a
-# cap is a live change: only a freeze in force holds it) -> the actuator.
-GateActuatorFactory = Callable[[CapJournal, Clock, Path, FreezeSource], GateActuator]
+def no_gate_caps(_instance: VllmInstance) -> GateRuntime | None:
+    """The lookup of a governor without gates."""
+    return None

@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from daemon.core.actuator_kinds import Kind, actuator_kinds, gate_kind
+from daemon.core.actuator_kinds import ActuatorKind
 from daemon.core.clock import Clock
 from daemon.core.config_files import load_config
 from daemon.core.control_protocol import ControlRequest
@@ -95,7 +95,7 @@ class Governor:
         manager: ServiceManager,
         secrets: GovernorSecrets | None = None,
         *,
-        kinds: Sequence[Kind] = (),
+        kinds: Sequence[ActuatorKind[Any]] = (),
         feed: SignalFeed | None = None,
         whatif: WhatIfRunner = OFF_LOOP,
         batch_exchange: HttpExchange = http_request,
@@ -134,7 +134,7 @@ class Governor:
             clock,
             registry,
             state_path,
-            kinds=actuator_kinds(kinds),
+            kinds=kinds,
             on_applied=self._ledger.enter_applied,
             record=self._ledger.record,
             batches=lanes.hold,
@@ -213,7 +213,7 @@ class Governor:
             notify=self._notifications.send,
             tune=self._tuner.submit,
         )
-        # The fast loop of the admission gates: only with an actuator and a gate configured.
+        # The fast loop of the admission gates: only with the gate's kind and a gate configured.
         self._admission = admission_loop(
             config=config,
             policies=self._policies,
@@ -222,8 +222,6 @@ class Governor:
             actuation=self._actuation,
             clock=clock,
             registry=registry,
-            factory=None if (gate := gate_kind(kinds)) is None else gate.factory,
-            fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
         )
         self._stop = asyncio.Event()
         self._reload = asyncio.Event()
@@ -276,8 +274,6 @@ class Governor:
             self._approvals.close()
             self._actuation.close()
             self._batches.close()
-            if self._admission is not None:
-                self._admission[1].close()
 
     def _on_ready(self) -> None:
         self._state = "ready"
@@ -333,7 +329,7 @@ class Governor:
         tasks.extend(self._tuner.tasks())
         tasks.extend(self._actuation.tasks())
         if self._admission is not None:
-            tasks.append(EternalTask("admission loop", self._admission[0].run))
+            tasks.append(EternalTask("admission loop", self._admission.run))
         tasks.extend(self._approvals.tasks())
         tasks.extend(self._notifications.tasks())
         tasks.extend(self._batches.tasks())
@@ -473,7 +469,7 @@ class Governor:
             **self._policies.status(),
             **self._actuation.status(),
             "proposals": self._approvals.pending(),
-            "gates": {} if self._admission is None else self._admission[0].status(),
+            "gates": {} if self._admission is None else self._admission.status(),
             "batch_lanes": self._batches.lane_status(),
             "fleet": None if self._fleet is None else self._fleet.status(),
         }

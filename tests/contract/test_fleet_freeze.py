@@ -19,13 +19,14 @@ from daemon.api import (
     DONE,
     DRY_RUN,
     REFUSED,
-    CapChange,
     ChangeRequest,
     Envelope,
     HttpLogLevelTarget,
     SystemClock,
     VllmInstance,
+    no_gate_caps,
 )
+from daemon.core.gate_actuation import cap_request
 from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.fleet.etcd_gateway import EtcdGateway
@@ -240,9 +241,17 @@ def test_the_admission_gate_cap_is_held_by_a_freeze_not_by_an_unseen_fleet(
     async def scenario(client: EtcdGateway) -> None:
         watch = watch_of(client, SteppedClock())
         journal = SqliteCapJournal(tmp_path / "state.sqlite3", SystemClock())
-        gate = HaproxyActuator(journal, SystemClock(), tmp_path, fleet_freeze=watch)
+        changes = SqliteJournal(tmp_path / "state.sqlite3", SystemClock())
+        gate = HaproxyActuator(
+            journal,
+            SystemClock(),
+            tmp_path,
+            gates=no_gate_caps,
+            changes=changes,
+            fleet_freeze=watch,
+        )
         instance = VllmInstance(name="a1", url="http://127.0.0.1:9")
-        change = CapChange("a1", "admission", cap=8, max_cap=64, reason="queue builds up")
+        change = cap_request("a1", "admission", cap=8, max_cap=64, reason="queue builds up")
         assert gate.preflight(instance, change) == ""  # unseen: a cap is live, it goes on
 
         soon = datetime.now(UTC) + timedelta(hours=1)
@@ -251,6 +260,8 @@ def test_the_admission_gate_cap_is_held_by_a_freeze_not_by_an_unseen_fleet(
         held = gate.preflight(instance, change)
         assert "fleet freeze of group llama until" in held
         assert held.endswith("model swap (by ops): the cap holds")
+        changes.close()
+        journal.close()
 
     with EtcdCluster(tmp_path / "etcd") as cluster:
         asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))

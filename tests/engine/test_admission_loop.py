@@ -7,7 +7,7 @@ real HAProxy actuator and cap journal (the real HAProxy is tests/e2e/test_admiss
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,9 +16,11 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from actuators.haproxy.actuator import HaproxyActuator
+from daemon.core.actuation import DONE
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.admission_loop import AdmissionLoop
 from daemon.engine.storage.cap_journal import SqliteCapJournal
+from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.policy.loading import parse_policy
 from daemon.policy.spec import PolicySpec
 from daemon.policy.state import Phase, PolicyState
@@ -105,26 +107,41 @@ def config() -> GovernorConfig:
     )
 
 
-def make_loop(world: World, tmp_path: Path, clock: Clock) -> tuple[AdmissionLoop, SqliteCapJournal]:
+@pytest.fixture
+def changes(tmp_path: Path) -> Iterator[SqliteJournal]:
+    """The engine's journal of changes, which the gate's preflight reads (one in flight)."""
+    journal = SqliteJournal(tmp_path / "state.sqlite3", Clock())
+    yield journal
+    journal.close()
+
+
+def make_loop(
+    world: World, tmp_path: Path, clock: Clock, changes: SqliteJournal
+) -> tuple[AdmissionLoop, SqliteCapJournal]:
     journal = SqliteCapJournal(tmp_path / "gate.sqlite3", clock)
     world.specs = [parse_policy(POLICY.read_text(), POLICY)]
+    actuator = HaproxyActuator(
+        journal, clock, tmp_path, gates=lambda _instance: world.gate, changes=changes
+    )
     loop = AdmissionLoop(
         config=config,
         specs=lambda: world.specs,
         states=lambda: world.states,
         rows=world.rows,
         knobs=world.knobs,
-        gates={"main": world.gate},
-        actuator=HaproxyActuator(journal, clock, tmp_path),
+        gates={"main": world.gate.where},
+        actuator=actuator,
         clock=clock,
         registry=CollectorRegistry(),
     )
     return loop, journal
 
 
-async def test_a_firing_policy_cuts_the_cap_and_steps_at_its_interval(tmp_path: Path) -> None:
+async def test_a_firing_policy_cuts_the_cap_and_steps_at_its_interval(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64)), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     await loop.tick_once()
     assert len(world.gate.writes) == 1
@@ -138,9 +155,11 @@ async def test_a_firing_policy_cuts_the_cap_and_steps_at_its_interval(tmp_path: 
     journal.close()
 
 
-async def test_the_cap_never_exceeds_max_num_seqs_even_when_it_drops(tmp_path: Path) -> None:
+async def test_the_cap_never_exceeds_max_num_seqs_even_when_it_drops(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64), vllm=dict(CALM), in_flight=64.0, queued=50.0), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     for _ in range(10):  # calm with a queue: slo-band grows, up to max-num-seqs at most
         await loop.tick_once()
@@ -153,9 +172,11 @@ async def test_the_cap_never_exceeds_max_num_seqs_even_when_it_drops(tmp_path: P
     journal.close()
 
 
-async def test_when_the_policy_stops_firing_the_gate_opens_back(tmp_path: Path) -> None:
+async def test_when_the_policy_stops_firing_the_gate_opens_back(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64)), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     await loop.tick_once()
     assert world.gate.cap < 64
@@ -167,9 +188,11 @@ async def test_when_the_policy_stops_firing_the_gate_opens_back(tmp_path: Path) 
     journal.close()
 
 
-async def test_a_policy_removed_on_reload_opens_the_gate_back(tmp_path: Path) -> None:
+async def test_a_policy_removed_on_reload_opens_the_gate_back(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64)), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     await loop.tick_once()
     assert world.gate.cap < 64
@@ -180,9 +203,11 @@ async def test_a_policy_removed_on_reload_opens_the_gate_back(tmp_path: Path) ->
     journal.close()
 
 
-async def test_a_stale_gate_gets_nothing_sent_and_status_says_why(tmp_path: Path) -> None:
+async def test_a_stale_gate_gets_nothing_sent_and_status_says_why(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64), fresh=False), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     for _ in range(3):
         await loop.tick_once()
@@ -195,9 +220,9 @@ async def test_a_stale_gate_gets_nothing_sent_and_status_says_why(tmp_path: Path
     journal.close()
 
 
-async def test_unknown_max_num_seqs_holds(tmp_path: Path) -> None:
+async def test_unknown_max_num_seqs_holds(tmp_path: Path, changes: SqliteJournal) -> None:
     world, clock = World(Gate(64), max_num_seqs=None), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     await loop.tick_once()
     assert world.gate.writes == []
@@ -205,9 +230,11 @@ async def test_unknown_max_num_seqs_holds(tmp_path: Path) -> None:
     journal.close()
 
 
-async def test_stale_vllm_signals_make_the_controller_hold(tmp_path: Path) -> None:
+async def test_stale_vllm_signals_make_the_controller_hold(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64), vllm={}), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     world.fire()
     await loop.tick_once()
     assert world.gate.writes == []
@@ -215,9 +242,9 @@ async def test_stale_vllm_signals_make_the_controller_hold(tmp_path: Path) -> No
     journal.close()
 
 
-async def test_a_shadow_policy_never_moves_the_gate(tmp_path: Path) -> None:
+async def test_a_shadow_policy_never_moves_the_gate(tmp_path: Path, changes: SqliteJournal) -> None:
     world, clock = World(Gate(48)), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     shadow = POLICY.read_text().replace("mode: active", "mode: shadow")
     world.specs = [parse_policy(shadow, POLICY)]
     world.fire()
@@ -226,9 +253,11 @@ async def test_a_shadow_policy_never_moves_the_gate(tmp_path: Path) -> None:
     journal.close()
 
 
-async def test_a_freeze_holds_the_cap_and_is_not_journaled(tmp_path: Path) -> None:
+async def test_a_freeze_holds_the_cap_and_is_not_journaled(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     world, clock = World(Gate(64)), Clock()
-    loop, journal = make_loop(world, tmp_path, clock)
+    loop, journal = make_loop(world, tmp_path, clock, changes)
     (tmp_path / "freeze").write_text("")
     world.fire()
     for _ in range(3):
@@ -237,4 +266,28 @@ async def test_a_freeze_holds_the_cap_and_is_not_journaled(tmp_path: Path) -> No
     assert world.gate.writes == []
     assert journal.recent("main") == []
     assert loop.status()["main"]["last_change"]["state"] == "refused"
+    journal.close()
+
+
+async def test_a_restart_in_flight_holds_the_cap_until_it_ends(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
+    # One change in flight per instance, on the gate's path too: while the engine's journal
+    # holds an open change of the server (a restart), the cap is not moved.
+    world, clock = World(Gate(64)), Clock()
+    loop, journal = make_loop(world, tmp_path, clock, changes)
+    restart = changes.begin("main", "seqs-cut", {"knobs": {"max_num_seqs": [64, 48]}}, {})
+    world.fire()
+    await loop.tick_once()
+    assert world.gate.writes == []
+    held = loop.status()["main"]["last_change"]
+    assert held["state"] == "refused"
+    assert "another change of main is in flight" in held["outcome"]
+    assert journal.recent("main") == []
+    changes.finish(restart.id, DONE, "verified", {})
+    for _ in range(10):  # the controller steps again at its interval, and is heard now
+        clock.now += 2.5
+        await loop.tick_once()
+    assert world.gate.writes
+    assert world.gate.cap < 64
     journal.close()

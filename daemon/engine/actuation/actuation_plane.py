@@ -1,9 +1,12 @@
-"""The actuation plane: the journal, one runner per actuator kind, and what they report.
+"""The actuation plane: the journals, one runner per routed actuator kind, and what they report.
 
 The governor hands the plane the table of actuator kinds
 (:class:`~daemon.core.actuator_kinds.ActuatorKind`); the plane builds each kind's actuator
 from the services it lends (the journal, the signal windows, the clock, the freeze files, the
-gates) and a :class:`~daemon.engine.actuation.kind_runner.KindRunner` for it. The evaluator
+gates, the gates' cap journal) and, for a kind that policies' intents are routed to, a
+:class:`~daemon.engine.actuation.kind_runner.KindRunner`. A kind that is not routed (the
+admission gate) is driven by a control loop of the engine, which gets its actuator from
+:meth:`ActuationPlane.driven`: built here, from the same table and the same services. The evaluator
 calls :meth:`ActuationPlane.knobs` each tick (the current knob values, as each kind knows
 them) and the router hands :meth:`ActuationPlane.enqueue` the changes routed to a kind. Each
 outcome, whatever its kind, is logged, counted, journaled (by the actuator) and, for a change
@@ -22,7 +25,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter
 
 from daemon.core.actuation import APPLIED_STATES, REFUSED, ActuationResult, ChangeRequest
-from daemon.core.actuator_kinds import ActuatorKind, ActuatorServices, Target
+from daemon.core.actuator_kinds import Actuator, ActuatorKind, ActuatorServices, Target
 from daemon.core.batch_hold import BatchHold, no_batch_hold
 from daemon.core.clock import Clock
 from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
@@ -34,6 +37,7 @@ from daemon.engine.actuation.routing import Owner, request_of, route
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.signal_windows import StoreSignalWindows
 from daemon.engine.runtime.supervisor import EternalTask
+from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.policy.decisions import Decision, DecisionKind, Evidence
 
@@ -41,7 +45,7 @@ log = logging.getLogger(__name__)
 
 
 class ActuationPlane:
-    """Owns the journal and one runner per actuator kind, and reports their outcomes."""
+    """Owns the journals and one runner per routed actuator kind, and reports their outcomes."""
 
     def __init__(
         self,
@@ -69,6 +73,7 @@ class ActuationPlane:
         self._config = config
         self._clock = clock
         self.journal = SqliteJournal(state_path, clock)
+        self.caps = SqliteCapJournal(state_path, clock)
         self.windows = StoreSignalWindows(signals)
         services = ActuatorServices(
             self.journal,
@@ -79,9 +84,16 @@ class ActuationPlane:
             batches,
             fleet_freeze=fleet_freeze,
             restart_slots=restart_slots,
+            caps=self.caps,
+            gate_caps=gate_of,
         )
         self._runners: list[KindRunner[Any]] = [
-            KindRunner(kind, kind.factory(services), config, self._report) for kind in kinds
+            KindRunner(kind, kind.factory(services), config, self._report)
+            for kind in kinds
+            if kind.routed
+        ]
+        self._driven: list[tuple[ActuatorKind[Any], Actuator[Any]]] = [
+            (kind, kind.factory(services)) for kind in kinds if not kind.routed
         ]
         self._changes = Counter(
             "vllm_governor_actuations",
@@ -100,12 +112,25 @@ class ActuationPlane:
         self._record = record
 
     def close(self) -> None:
-        """Close the journal."""
+        """Close the journals."""
         self.journal.close()
+        self.caps.close()
 
     def tasks(self) -> list[EternalTask]:
         """Each kind's runner (and its reader, when its knobs are polled)."""
         return [task for runner in self._runners for task in runner.tasks()]
+
+    def driven(self, knob: str) -> tuple[ActuatorKind[Any], Actuator[Any]] | None:
+        """The kind (and its actuator) that a control loop drives to move ``knob``, if any.
+
+        The admission loop asks for ``gate_cap``: the first kind of the table that is not
+        routed and takes that knob. Its changes go through the actuator's own ``apply``, with
+        every check of its preflight, as a routed change does.
+        """
+        return next(
+            ((kind, actuator) for kind, actuator in self._driven if knob in (kind.knobs or ())),
+            None,
+        )
 
     def owners(self) -> dict[str, Owner]:
         """Every target an actuator changes now, by name: the first kind of the table wins."""

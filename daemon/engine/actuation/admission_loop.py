@@ -7,8 +7,11 @@ than every evaluation tick:
 - **Step.** For each instance with a gate and a firing admission policy, the controller
   (``slo-band``, ``gradient2``, ...) is stepped with :func:`admission_signals` of the instance's
   current view (fresh values only; a missing one makes the controller hold), and a new cap goes
-  to the gate's actuator (bounds, freeze, revert). Two admission policies firing on one
-  instance: the first by name steers; the other waits.
+  to the gate's actuator: the ``haproxy_gate`` kind of the table, through the one actuator
+  protocol's ``apply`` (knob ``gate_cap``), whose preflight makes the checks every change
+  makes (envelope, freeze, one change in flight, dry run) and which reverts a cap the gate did
+  not take. Two admission policies firing on one instance: the first by name steers; the
+  other waits.
 - **Bound.** ``max_cap`` is the instance's ``max-num-seqs`` as its files say now. Unknown: hold.
   A cap above it (an approved restart lowered ``max-num-seqs``) is brought down to it at once,
   whatever the policies say.
@@ -31,16 +34,15 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from daemon.core.actuation import ChangeRequest
+from daemon.core.actuator_kinds import Actuator
 from daemon.core.clock import Clock
-from daemon.core.freeze_sources import NO_FREEZE_SOURCE, FreezeSource
 from daemon.core.gate_actuation import (
     CAP_APPLIED,
     CAP_UNCHANGED,
-    CapChange,
+    GATE_CAP_KNOB,
     CapResult,
-    GateActuator,
-    GateActuatorFactory,
-    GateRuntime,
+    cap_request,
 )
 from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.engine.actuation.actuation_plane import ActuationPlane
@@ -48,8 +50,6 @@ from daemon.engine.actuation.haproxy_gate import HaproxyGate
 from daemon.engine.evaluation.policy_plane import PolicyPlane
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import Readiness
-from daemon.engine.storage.cap_journal import SqliteCapJournal
-from daemon.engine.storage.state_db import STATE_FILE
 from daemon.policy.admission.controllers import build_controller
 from daemon.policy.admission.from_view import SIGNALS_READ, admission_signals
 from daemon.policy.admission.signals import AdmissionController
@@ -103,8 +103,8 @@ class AdmissionLoop:
         states: The evaluator's policy states, by (policy, target).
         rows: The signal rows now, over a window in seconds (fresh values only reach views).
         knobs: Current knob values per instance (``max_num_seqs``), from the actuation plane.
-        gates: Each instance's gate runtime (instances without a gate are absent).
-        actuator: The gate's actuator.
+        gates: Where each instance's gate is, for ``status`` (instances without one are absent).
+        actuator: The gate's actuator, from the table's kind that moves ``gate_cap``.
         clock: The injected clock.
         registry: Where the loop's metrics go.
     """
@@ -117,8 +117,8 @@ class AdmissionLoop:
         states: Callable[[], Mapping[StateKey, PolicyState]],
         rows: Callable[[float, frozenset[str]], Sequence[SignalRow]],
         knobs: Callable[[], Mapping[str, Mapping[str, float]]],
-        gates: Mapping[str, GateRuntime],
-        actuator: GateActuator,
+        gates: Mapping[str, str],
+        actuator: Actuator[VllmInstance],
         clock: Clock,
         registry: CollectorRegistry,
     ) -> None:
@@ -171,7 +171,7 @@ class AdmissionLoop:
     def status(self) -> dict[str, Any]:
         """Each gate: its cap, ``max-num-seqs``, who steers it, why it holds, the last change."""
         return {
-            target: {"gate": self._gates[target].where, **vars(status)}
+            target: {"gate": self._gates[target], **vars(status)}
             for target, status in sorted(self._status.items())
         }
 
@@ -194,13 +194,13 @@ class AdmissionLoop:
         status.hold = ""
         if cap > max_cap:
             reason = f"cap {int(cap)} above max-num-seqs {max_cap}"
-            await self._set(instance, CapChange(target, CLAMP, max_cap, max_cap, reason))
+            await self._set(instance, cap_request(target, CLAMP, max_cap, max_cap, reason))
             return
         if spec is None:
             self._steering.pop(target, None)
             if cap != max_cap and (target in self._touched or self._managed(target)):
                 reason = "no admission policy fires: back to max-num-seqs"
-                await self._set(instance, CapChange(target, RESTORE, max_cap, max_cap, reason))
+                await self._set(instance, cap_request(target, RESTORE, max_cap, max_cap, reason))
             return
         await self._step(instance, spec, view, max_cap)
 
@@ -236,7 +236,8 @@ class AdmissionLoop:
         steering.state = step.state
         self._status[target].last_step = step.reason
         if step.cap is not None:
-            await self._set(instance, CapChange(target, spec.name, step.cap, max_cap, step.reason))
+            change = cap_request(target, spec.name, step.cap, max_cap, step.reason)
+            await self._set(instance, change)
 
     @staticmethod
     def _controller(
@@ -270,8 +271,8 @@ class AdmissionLoop:
             and spec.applies_to(target)
         ]
 
-    async def _set(self, instance: VllmInstance, change: CapChange) -> None:
-        result = await self._actuator.set_cap(instance, self._gates[instance.name], change)
+    async def _set(self, instance: VllmInstance, change: ChangeRequest) -> None:
+        result = CapResult.of(await self._actuator.apply(instance, change))
         self._changes.labels(target=change.target, outcome=result.state).inc()
         self._touched.add(change.target)
         if result.after is not None:
@@ -280,7 +281,7 @@ class AdmissionLoop:
             return
         self._report(change, result)
 
-    def _report(self, change: CapChange, result: CapResult) -> None:
+    def _report(self, change: ChangeRequest, result: CapResult) -> None:
         fields = {"target": change.target, "policy": change.policy, "outcome": result.outcome}
         status = self._status[change.target]
         if result.state == CAP_APPLIED:
@@ -316,29 +317,27 @@ def admission_loop(
     actuation: ActuationPlane,
     clock: Clock,
     registry: CollectorRegistry,
-    factory: GateActuatorFactory | None,
-    fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
-) -> tuple[AdmissionLoop, SqliteCapJournal] | None:
-    """The loop and its journal, when there is an actuator and an instance with a gate."""
-    current = config()
-    gates: dict[str, GateRuntime] = {
-        instance.name: HaproxyGate(instance.gate)
-        for instance in current.vllm
-        if instance.gate.enabled
-    }
-    if factory is None or not gates:
+) -> AdmissionLoop | None:
+    """The loop, when the table has a kind that moves ``gate_cap`` and it has a target.
+
+    The gate's actuator (its journal, freezes and the fleet's freeze included) is the one
+    the actuation plane built from the table, with the same services as every other kind.
+    """
+    driven = actuation.driven(GATE_CAP_KNOB)
+    if driven is None:
         return None
-    state_dir = current.governor.state_dir
-    journal = SqliteCapJournal(state_dir / STATE_FILE, clock)
-    loop = AdmissionLoop(
+    kind, actuator = driven
+    gates = {instance.name: HaproxyGate(instance.gate).where for instance in kind.targets(config())}
+    if not gates:
+        return None
+    return AdmissionLoop(
         config=config,
         specs=lambda: policies.policies.specs,
         states=states,
         rows=lambda window_s, only: signals.rows(window_s=window_s, only=only),
         knobs=actuation.knobs,
         gates=gates,
-        actuator=factory(journal, clock, state_dir, fleet_freeze),
+        actuator=actuator,
         clock=clock,
         registry=registry,
     )
-    return loop, journal

@@ -6,6 +6,7 @@ what it does when the gate does not, or fails half-way, needs a gate that can be
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -16,11 +17,14 @@ from daemon.api import (
     CAP_APPLIED,
     CAP_FAILED,
     CAP_REVERTED,
-    CapChange,
     CapResult,
+    ChangeRequest,
     GovernorError,
+    SystemClock,
     VllmInstance,
 )
+from daemon.core.gate_actuation import cap_request
+from daemon.engine.storage.journal_store import SqliteJournal
 
 pytestmark = pytest.mark.asyncio
 INSTANCE = VllmInstance(name="main", url="http://127.0.0.1:1")
@@ -68,25 +72,41 @@ class Clock:
         return datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
-def actuator(tmp_path: Path, journal: Journal) -> HaproxyActuator:
-    return HaproxyActuator(journal, Clock(), tmp_path)
+@pytest.fixture
+def changes(tmp_path: Path) -> Iterator[SqliteJournal]:
+    """The engine's journal of changes: nothing in flight."""
+    journal = SqliteJournal(tmp_path / "state.sqlite3", SystemClock())
+    yield journal
+    journal.close()
 
 
-CUT = CapChange("main", "admission-cap", 4, 16, "ttft over budget")
+async def set_cap(
+    tmp_path: Path, changes: SqliteJournal, journal: Journal, gate: Gate, request: ChangeRequest
+) -> CapResult:
+    """One change through the actuator protocol's ``apply``, read back as the gate's outcome."""
+    actuator = HaproxyActuator(
+        journal, Clock(), tmp_path, gates=lambda _instance: gate, changes=changes
+    )
+    return CapResult.of(await actuator.apply(INSTANCE, request))
 
 
-async def test_a_cap_read_back_as_asked_is_applied(tmp_path: Path) -> None:
+CUT = cap_request("main", "admission-cap", 4, 16, "ttft over budget")
+
+
+async def test_a_cap_read_back_as_asked_is_applied(tmp_path: Path, changes: SqliteJournal) -> None:
     journal = Journal()
     gate = Gate(16, ignore=set())
-    result = await actuator(tmp_path, journal).set_cap(INSTANCE, gate, CUT)
+    result = await set_cap(tmp_path, changes, journal, gate, CUT)
     assert (result.state, result.before, result.after) == (CAP_APPLIED, 16, 4)
     assert [(r.state, reason) for r, reason in journal.rows] == [(CAP_APPLIED, CUT.reason)]
 
 
-async def test_a_cap_not_read_back_is_set_back_and_journaled_as_reverted(tmp_path: Path) -> None:
+async def test_a_cap_not_read_back_is_set_back_and_journaled_as_reverted(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     journal = Journal()
     gate = Gate(16, ignore={4})
-    result = await actuator(tmp_path, journal).set_cap(INSTANCE, gate, CUT)
+    result = await set_cap(tmp_path, changes, journal, gate, CUT)
     assert result.state == CAP_REVERTED
     assert gate.writes == [4, 16]
     assert gate.cap == 16
@@ -94,28 +114,34 @@ async def test_a_cap_not_read_back_is_set_back_and_journaled_as_reverted(tmp_pat
     assert [r.state for r, _ in journal.rows] == [CAP_REVERTED]
 
 
-async def test_a_failing_write_and_a_failing_revert_is_failed(tmp_path: Path) -> None:
+async def test_a_failing_write_and_a_failing_revert_is_failed(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     journal = Journal()
     gate = Gate(16, ignore=set(), fail_writes=True)
-    result = await actuator(tmp_path, journal).set_cap(INSTANCE, gate, CUT)
+    result = await set_cap(tmp_path, changes, journal, gate, CUT)
     assert result.state == CAP_FAILED
     assert gate.writes == [4, 16]
     assert "setting 16 back failed too" in result.outcome
     assert [r.state for r, _ in journal.rows] == [CAP_FAILED]
 
 
-async def test_a_server_without_a_cap_cannot_be_set_back(tmp_path: Path) -> None:
+async def test_a_server_without_a_cap_cannot_be_set_back(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
     journal = Journal()
     gate = Gate(None, ignore={4})
-    result = await actuator(tmp_path, journal).set_cap(INSTANCE, gate, CUT)
+    result = await set_cap(tmp_path, changes, journal, gate, CUT)
     assert result.state == CAP_FAILED
     assert gate.writes == [4]  # 0 ("no limit") is never sent
     assert "no cap to go back to" in result.outcome
 
 
-async def test_a_change_for_another_instance_is_refused(tmp_path: Path) -> None:
-    other = CapChange("other", "admission-cap", 4, 16, "x")
+async def test_a_change_for_another_instance_is_refused(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
+    other = cap_request("other", "admission-cap", 4, 16, "x")
     gate = Gate(16, ignore=set())
-    result = await actuator(tmp_path, Journal()).set_cap(INSTANCE, gate, other)
+    result = await set_cap(tmp_path, changes, Journal(), gate, other)
     assert result.state == "refused"
     assert gate.writes == []

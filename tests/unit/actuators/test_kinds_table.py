@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from actuators.haproxy.actuator import HaproxyActuator
 from actuators.http_log_level.actuator import HttpLogLevelActuator
 from actuators.kinds import HAPROXY_GATE, HTTP_LOG_LEVEL, KINDS, VLLM
 from actuators.vllm.actuator import VllmActuator
-from daemon.api import ActuatorKind, ActuatorServices, GateKind, SystemClock, no_gates
-from daemon.core.actuator_kinds import actuator_kinds, gate_kind
-from daemon.core.freeze_sources import NO_FREEZE_SOURCE
+from daemon.api import ActuatorServices, SystemClock, no_gates
 from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
@@ -31,24 +31,26 @@ def test_each_kind_declares_its_section_and_capabilities() -> None:
     assert VLLM.operations == frozenset({"restart"})
     assert VLLM.knobs is None, "the vLLM actuator's preflight knows its knobs per version"
     assert HTTP_LOG_LEVEL.knobs == frozenset({"log_level"})
-    assert actuator_kinds(KINDS) == [VLLM, HTTP_LOG_LEVEL]
-    assert gate_kind(KINDS) is HAPROXY_GATE
+    assert HAPROXY_GATE.knobs == frozenset({"gate_cap"})
+    # Policies' intents go to the first two; the admission loop moves the gate's cap.
+    assert [kind.name for kind in KINDS if kind.routed] == ["vllm", "http_log_level"]
 
 
 def test_each_entry_builds_its_actuator_from_what_the_engine_lends(tmp_path: Path) -> None:
     clock = SystemClock()
     journal = SqliteJournal(tmp_path / "state.sqlite3", clock)
     caps = SqliteCapJournal(tmp_path / "state.sqlite3", clock)
-    services = ActuatorServices(journal, NoWindows(), clock, tmp_path, no_gates)
+    services = ActuatorServices(journal, NoWindows(), clock, tmp_path, no_gates, caps=caps)
     try:
-        built = [kind.factory(services) for kind in KINDS if isinstance(kind, ActuatorKind)]
-        assert [type(actuator) for actuator in built] == [VllmActuator, HttpLogLevelActuator]
-        gates = [
-            kind.factory(caps, clock, tmp_path, NO_FREEZE_SOURCE)
-            for kind in KINDS
-            if isinstance(kind, GateKind)
+        built = [kind.factory(services) for kind in KINDS]
+        assert [type(actuator) for actuator in built] == [
+            VllmActuator,
+            HttpLogLevelActuator,
+            HaproxyActuator,
         ]
-        assert [type(actuator) for actuator in gates] == [HaproxyActuator]
+        without_caps = ActuatorServices(journal, NoWindows(), clock, tmp_path, no_gates)
+        with pytest.raises(TypeError, match="cap journal"):
+            HAPROXY_GATE.factory(without_caps)  # a missing link fails when it is built
     finally:
         caps.close()
         journal.close()
@@ -64,7 +66,11 @@ def test_a_kind_lists_the_targets_it_changes_from_its_section() -> None:
                 config_path=Path("/etc/vllm/main.yaml"),
             ),
             VllmInstance(name="watched", url="http://y"),
+            VllmInstance.model_validate(
+                {"name": "gated", "url": "http://z", "gate": {"enabled": True}}
+            ),
         )
     )
     assert [instance.name for instance in VLLM.targets(config)] == ["main"]
     assert list(HTTP_LOG_LEVEL.targets(config)) == []
+    assert [instance.name for instance in HAPROXY_GATE.targets(config)] == ["gated"]
