@@ -42,6 +42,31 @@ class CanaryRule:
     max_error_rate_rise: float = 0.01
     min_requests: int = 20
 
+    def to_dict(self) -> dict[str, Any]:
+        """The rule as a rollout carries it (every governor judges by the proposer's rule)."""
+        return {
+            "window_s": self.window_s,
+            "max_attainment_drop": self.max_attainment_drop,
+            "max_goodput_drop": self.max_goodput_drop,
+            "max_error_rate_rise": self.max_error_rate_rise,
+            "min_requests": self.min_requests,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CanaryRule:
+        """A carried rule."""
+        return cls(
+            float(data["window_s"]),
+            float(data["max_attainment_drop"]),
+            float(data["max_goodput_drop"]),
+            float(data["max_error_rate_rise"]),
+            int(data["min_requests"]),
+        )
+
+
+DEFAULT_RULE = CanaryRule()
+"""The rule of a ``scope: group`` policy that states no ``canary``."""
+
 
 @dataclass(frozen=True, slots=True)
 class ServerCounts:
@@ -60,6 +85,31 @@ class ServerCounts:
     within_slo: float
     errors: float
     seconds: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts as a member publishes them."""
+        return {
+            "member": self.member,
+            "finished": self.finished,
+            "within_slo": self.within_slo,
+            "errors": self.errors,
+            "seconds": self.seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ServerCounts:
+        """Published counts.
+
+        Raises:
+            KeyError, TypeError, ValueError: not counts.
+        """
+        return cls(
+            str(data["member"]),
+            float(data["finished"]),
+            float(data["within_slo"]),
+            float(data["errors"]),
+            float(data["seconds"]),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,8 @@ restart slot N of a group's disruption budget (bound to the holder's lease);
 ``rollouts/GROUP/POLICY`` is a group change's rollout (bound to no lease: it outlives its
 driver), ``rollout-drivers/GROUP/POLICY`` names the governor driving it (bound to that
 governor's lease), and ``rollout-reports/GROUP/POLICY/HOST/INSTANCE`` is what a member's
-governor did when the rollout asked.
+governor did when the rollout asked, ``rollout-figures/GROUP/POLICY/HOST/INSTANCE`` its
+server's counts over the canary's comparison window.
 """
 
 from __future__ import annotations
@@ -68,3 +69,7 @@ class FleetKeys:
     def rollout_reports(self, group: str, policy: str) -> str:
         """The prefix of the members' reports to that rollout."""
         return f"{self.prefix}rollout-reports/{group}/{policy}/"
+
+    def rollout_figures(self, group: str, policy: str) -> str:
+        """The prefix of the members' counts over that rollout's comparison window."""
+        return f"{self.prefix}rollout-figures/{group}/{policy}/"

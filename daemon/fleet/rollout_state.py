@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from daemon.fleet.canary_analysis import CanaryVerdict
+from daemon.fleet.canary_analysis import DEFAULT_RULE, CanaryRule, CanaryVerdict
 
 FORMAT_VERSION = 1
 
@@ -76,17 +76,20 @@ class MemberReport:
         asked: The step it answers (APPLY or REVERT).
         ok: Whether the step was done and the server verified healthy.
         detail: The actuation's outcome in words (the journal's reason).
+        previous: The knob values the member ran before it applied (what a revert restores).
     """
 
     member: str
     asked: Step
     ok: bool
     detail: str
+    previous: Mapping[str, float] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         """The report as stored in etcd."""
-        body = {"member": self.member, "asked": self.asked.value, "ok": self.ok}
-        return json.dumps({**body, "detail": self.detail}, sort_keys=True).encode()
+        body: dict[str, Any] = {"member": self.member, "asked": self.asked.value, "ok": self.ok}
+        body |= {"detail": self.detail, "previous": dict(self.previous)}
+        return json.dumps(body, sort_keys=True).encode()
 
     @classmethod
     def from_json(cls, raw: bytes) -> MemberReport:
@@ -97,7 +100,10 @@ class MemberReport:
         """
         try:
             data = json.loads(raw)
-            return cls(str(data["member"]), Step(data["asked"]), bool(data["ok"]), data["detail"])
+            previous = {str(k): float(v) for k, v in data.get("previous", {}).items()}
+            return cls(
+                str(data["member"]), Step(data["asked"]), bool(data["ok"]), data["detail"], previous
+            )
         except (ValueError, KeyError, TypeError) as exc:
             message = f"a member report that cannot be read: {exc}"
             raise RolloutMoveError(message) from exc
@@ -119,6 +125,8 @@ class Rollout:
         history: What happened, one line a move (the thread and the journal quote it).
         analysis_since: When the canary was verified changed (wall clock, ISO 8601): the
             comparison window starts there.
+        rule: How the canary is judged (the proposing policy's, carried so that whichever
+            governor drives judges the same way).
     """
 
     group: str
@@ -131,6 +139,7 @@ class Rollout:
     verdict: CanaryVerdict | None = None
     history: tuple[str, ...] = ()
     analysis_since: str = ""
+    rule: CanaryRule = DEFAULT_RULE
 
     def step(self, member: str) -> Step:
         """The step of ``member`` (WAITING until the rollout asks something of it)."""
@@ -155,6 +164,7 @@ class Rollout:
             "verdict": self.verdict.to_dict() if self.verdict else None,
             "history": list(self.history),
             "analysis_since": self.analysis_since,
+            "rule": self.rule.to_dict(),
         }
         return json.dumps(body, sort_keys=True).encode()
 
@@ -182,6 +192,7 @@ class Rollout:
                 verdict=CanaryVerdict.from_dict(verdict) if verdict else None,
                 history=tuple(str(line) for line in data["history"]),
                 analysis_since=str(data["analysis_since"]),
+                rule=CanaryRule.from_dict(data["rule"]),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             message = f"a rollout that cannot be read: {exc}"
@@ -189,16 +200,22 @@ class Rollout:
 
 
 def propose(
-    group: str, policy: str, changes: Mapping[str, float], members: tuple[str, ...], canary: str
+    group: str,
+    policy: str,
+    changes: Mapping[str, float],
+    members: tuple[str, ...],
+    canary: str,
+    *,
+    rule: CanaryRule = DEFAULT_RULE,
 ) -> Rollout:
-    """A new rollout of ``changes`` over ``members``, ``canary`` first."""
+    """A new rollout of ``changes`` over ``members``, ``canary`` first, judged by ``rule``."""
     if canary not in members:
         message = f"the canary {canary} is not a member of group {group}"
         raise RolloutMoveError(message)
     if not changes:
         message = "a rollout needs knob values to roll out"
         raise RolloutMoveError(message)
-    return Rollout(group, policy, dict(changes), tuple(sorted(members)), canary)
+    return Rollout(group, policy, dict(changes), tuple(sorted(members)), canary, rule=rule)
 
 
 def approve(rollout: Rollout, by: str) -> Rollout:

@@ -15,7 +15,8 @@ writes nothing. When a driver dies, whichever governor takes the freed driver ke
 resumes or aborts the rollout: never two.
 
 Members' governors never write the rollout; each writes what it did under
-``rollout-reports/GROUP/POLICY/HOST/INSTANCE``, which the driver folds in.
+``rollout-reports/GROUP/POLICY/HOST/INSTANCE``, which the driver folds in, and its server's
+counts over the comparison window under ``rollout-figures/...``, which the driver judges.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from daemon.fleet.canary_analysis import ServerCounts
 from daemon.fleet.etcd_gateway import Compare, EtcdGateway, KeyValue, TxnOp
 from daemon.fleet.keys import FleetKeys
+from daemon.fleet.records import MemberRecord, RecordError
 from daemon.fleet.rollout_state import MemberReport, Rollout, RolloutMoveError
 
 
@@ -87,12 +90,17 @@ class RolloutStore:
         """
         key = self._keys.rollout(rollout.group, rollout.policy)
         reports = self._keys.rollout_reports(rollout.group, rollout.policy)
+        figures = self._keys.rollout_figures(rollout.group, rollout.policy)
         absent = Compare(key, "CREATE", 0)
         target = absent
         while True:
             result = await self._client.transaction(
                 [target],
-                [TxnOp.put(key, rollout.to_json()), TxnOp.delete_prefix(reports)],
+                [
+                    TxnOp.put(key, rollout.to_json()),
+                    TxnOp.delete_prefix(reports),
+                    TxnOp.delete_prefix(figures),
+                ],
                 [TxnOp.get(key)],
             )
             if result.succeeded:
@@ -176,6 +184,34 @@ class RolloutStore:
             except RolloutMoveError:
                 continue
         return found
+
+    async def publish_figures(self, group: str, policy: str, counts: ServerCounts) -> None:
+        """Publish this member's counts over the rollout's comparison window."""
+        key = f"{self._keys.rollout_figures(group, policy)}{counts.member}"
+        await self._client.put(key, json.dumps(counts.to_dict(), sort_keys=True).encode())
+
+    async def figures(self, group: str, policy: str) -> dict[str, ServerCounts]:
+        """The members' published counts, by member (one that cannot be read is skipped)."""
+        found = {}
+        for kv in await self._client.get_prefix(self._keys.rollout_figures(group, policy)):
+            try:
+                counts = ServerCounts.from_dict(json.loads(kv.value))
+            except (ValueError, KeyError, TypeError):
+                continue
+            found[counts.member] = counts
+        return found
+
+    async def group_members(self, group: str) -> frozenset[str]:
+        """The members of ``group`` registered now (``HOST/INSTANCE``, their leases alive)."""
+        found = set()
+        for kv in await self._client.get_prefix(self._keys.members):
+            try:
+                record = MemberRecord.from_json(kv.value)
+            except RecordError:
+                continue
+            if record.group == group:
+                found.add(f"{record.host}/{record.instance}")
+        return frozenset(found)
 
 
 def _stored(kv: KeyValue) -> StoredRollout:

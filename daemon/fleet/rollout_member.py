@@ -1,0 +1,157 @@
+"""A rollout's member side: this governor does what a rollout asks of its own servers.
+
+At each look (every ``poll_s``) it reads every live rollout. For each of this governor's
+instances that the rollout asks to APPLY or REVERT, and that has not answered that step yet,
+it acts through its :class:`MemberActions` port (the governor's normal actuation path: every
+preflight check and a restart slot of the group's budget) and writes a
+:class:`~daemon.fleet.rollout_state.MemberReport`; an APPLY report carries the values the
+server ran before, which is what a REVERT restores. While the canary is being judged and its
+window has passed, each of its servers that the analysis compares (the canary, the members
+not yet changed) publishes its counts over the window.
+
+Members never write the rollout itself: only its driver does (``rollout_driver``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from daemon.core.clock import Clock
+from daemon.fleet.canary_analysis import ServerCounts
+from daemon.fleet.errors import FleetError
+from daemon.fleet.rollout_state import MemberReport, Rollout, Step, unchanged_members
+from daemon.fleet.rollout_steps import analysis_due
+from daemon.fleet.rollout_store import RolloutStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MemberOutcome:
+    """What one change of one server came to.
+
+    Attributes:
+        ok: Done and verified healthy.
+        detail: The outcome in words (the journal's).
+        previous: The knob values before the change.
+    """
+
+    ok: bool
+    detail: str
+    previous: Mapping[str, float]
+
+
+class MemberActions(Protocol):
+    """What a rollout's member side needs of the governor."""
+
+    async def change(
+        self, instance: str, values: Mapping[str, float], reason: str
+    ) -> MemberOutcome:
+        """Set ``values`` on ``instance`` through the normal actuation path."""
+        ...
+
+    async def counts(self, instance: str, since: datetime, until: datetime) -> ServerCounts | None:
+        """The server's counts over ``[since, until]``; None when unknown."""
+        ...
+
+
+class RolloutMember:
+    """This governor's servers as members of the fleet's rollouts.
+
+    Args:
+        store: The rollouts in etcd.
+        host: This governor's name in the fleet.
+        instances: This governor's instances (read at each look: reloads are seen).
+        actions: How it changes a server and counts its requests.
+        clock: The injected clock (wall time: windows span hosts).
+        poll_s: How often it looks.
+    """
+
+    def __init__(
+        self,
+        store: RolloutStore,
+        *,
+        host: str,
+        instances: Callable[[], Iterable[str]],
+        actions: MemberActions,
+        clock: Clock,
+        poll_s: float,
+    ) -> None:
+        self._store = store
+        self._host = host
+        self._instances = instances
+        self._actions = actions
+        self._clock = clock
+        self._poll_s = poll_s
+
+    async def run(self, started: Callable[[], None]) -> None:
+        """Look at every ``poll_s`` until cancelled (a failed look is retried at the next)."""
+        started()
+        while True:
+            try:
+                await self.look()
+            except FleetError as exc:
+                log.warning("rollouts not read", extra={"error": str(exc)})
+            await asyncio.sleep(self._poll_s)
+
+    async def look(self) -> None:
+        """One look: act on what each live rollout asks of this governor's servers."""
+        own = {f"{self._host}/{name}": name for name in self._instances()}
+        for stored in await self._store.read_all():
+            rollout = stored.rollout
+            mine = [member for member in rollout.members if member in own]
+            if rollout.phase.finished or not mine:
+                continue
+            reports = {
+                r.member: r for r in await self._store.reports(rollout.group, rollout.policy)
+            }
+            for member in mine:
+                duty = rollout.duty(member)
+                answered = reports.get(member)
+                if duty is None or (answered is not None and answered.asked is duty):
+                    continue
+                report = await self._act(rollout, member, own[member], duty, answered)
+                await self._store.report(rollout.group, rollout.policy, report)
+            await self._publish_counts(rollout, mine, own)
+
+    async def _act(
+        self,
+        rollout: Rollout,
+        member: str,
+        instance: str,
+        duty: Step,
+        answered: MemberReport | None,
+    ) -> MemberReport:
+        reason = f"{rollout.policy}: rollout over group {rollout.group}"
+        if duty is Step.APPLY:
+            role = "canary" if member == rollout.canary else "member"
+            outcome = await self._actions.change(instance, rollout.changes, f"{reason} ({role})")
+            return MemberReport(member, duty, outcome.ok, outcome.detail, outcome.previous)
+        previous = answered.previous if answered is not None else {}
+        if not previous:
+            return MemberReport(member, duty, False, "no record of the values before the change")
+        outcome = await self._actions.change(instance, previous, f"{reason} (canary reverted)")
+        return replace(MemberReport(member, duty, outcome.ok, outcome.detail), previous=previous)
+
+    async def _publish_counts(
+        self, rollout: Rollout, mine: list[str], own: Mapping[str, str]
+    ) -> None:
+        now = self._clock.wall()
+        if not analysis_due(rollout, now):
+            return
+        compared = {rollout.canary, *unchanged_members(rollout)}
+        published = await self._store.figures(rollout.group, rollout.policy)
+        since = datetime.fromisoformat(rollout.analysis_since)
+        until = since + timedelta(seconds=rollout.rule.window_s)
+        for member in mine:
+            if member not in compared or member in published:
+                continue
+            counts = await self._actions.counts(own[member], since, until)
+            if counts is not None:
+                counts = replace(counts, member=member)
+                await self._store.publish_figures(rollout.group, rollout.policy, counts)
