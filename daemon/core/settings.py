@@ -209,12 +209,25 @@ class MqttSourceSection(_Section):
 
 
 class SourcesSection(_Section):
-    """Sources other than the vLLM servers themselves."""
+    """Sources other than the vLLM servers themselves: each a section with ``enabled``."""
 
     nvml: NvmlSourceSection = NvmlSourceSection()
     host: HostSourceSection = HostSourceSection()
     prometheus: PrometheusSourceSection = PrometheusSourceSection()
     mqtt: MqttSourceSection = MqttSourceSection()
+
+    def all_disabled(self) -> SourcesSection:
+        """These settings with every source off (``simulate`` and ``backtest`` poll nothing).
+
+        Read from the fields, so that a source added here is off there too: a simulation
+        must never read the real host, its GPUs or a real broker.
+        """
+        return self.model_copy(
+            update={
+                name: getattr(self, name).model_copy(update={"enabled": False})
+                for name in type(self).model_fields
+            }
+        )
 
 
 class Envelope(_Section):

@@ -83,12 +83,7 @@ def governed_config(
     named = set(config.target_names())
     # An address nobody is asked at: no source runs in a backtest.
     observed = [VllmInstance(name=name, url="http://127.0.0.1:9") for name in targets]
-    sources = config.sources.model_copy(
-        update={
-            name: getattr(config.sources, name).model_copy(update={"enabled": False})
-            for name in ("nvml", "host", "prometheus", "mqtt")
-        }
-    )
+    sources = config.sources.all_disabled()
     return config.model_copy(
         update={
             "governor": config.governor.model_copy(

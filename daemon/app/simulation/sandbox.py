@@ -107,12 +107,7 @@ def sandboxed(
             "restart": everyone.model_copy(update={"two_person": True}),
         }
     )
-    sources = config.sources.model_copy(
-        update={
-            name: getattr(config.sources, name).model_copy(update={"enabled": False})
-            for name in ("nvml", "host", "prometheus", "mqtt")
-        }
-    )
+    sources = config.sources.all_disabled()
     return config.model_copy(
         update={
             "governor": config.governor.model_copy(update={"state_dir": sandbox.state_dir}),
