@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from daemon.whatif.candidates import Setting
+from daemon.core.knobs import KNOBS
+from daemon.whatif.candidates import TUNED, Setting
 from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.errors import WhatIfError
 from daemon.whatif.prediction import Prediction, Slo, predict, repriced, settings_of
@@ -33,13 +34,13 @@ from simulator.errors import SimulatorError
 from simulator.profiles import EngineProfile, load_profile
 from simulator.settings import EngineSettings, SettingsError
 
-# Knobs besides the two a what-if varies that the simulator models: held at their values in
-# force, with the type EngineSettings wants.
+# Every knob a policy names that the simulator's EngineSettings takes, besides the two a what-if
+# varies (TUNED): held at its value in force, with the knob's type. Read from both, so that a
+# knob added to the catalogue and modelled by the simulator is held here without a line.
 MODELED_KNOBS: dict[str, type] = {
-    "max_num_active_seqs": int,
-    "prefill_schedule_interval": int,
-    "long_prefill_token_threshold": int,
-    "watermark": float,
+    setting.name: KNOBS[setting.name].kind
+    for setting in fields(EngineSettings)
+    if setting.name in KNOBS and setting.name not in TUNED
 }
 
 
