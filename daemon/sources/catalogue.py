@@ -6,7 +6,10 @@ names the policy language and ``vllm-governor signals`` speak; the long canonica
 available for everything else.
 
 ``tpot_p95_s`` is the inter-token latency quantile: vLLM's ``time_per_output_token`` was
-renamed ``inter_token_latency``, and the SLO (TPOT P95 < 100 ms) is per token.
+renamed ``inter_token_latency``; it counts every token, so the steps that carry a prefill chunk
+weigh in it as often as they occur. ``request_tpot_p95_s`` is the quantile of each finished
+request's own mean (``request_time_per_output_token``, one observation per request): what a
+per-request SLO (a request meets TPOT <= 100 ms) is judged on.
 
 ``gate_*`` read the admission gate in front of the instance (HAProxy, through the HAProxy
 source configured by ``[vllm.gate]``); they have no data for an instance without a gate.
@@ -130,6 +133,7 @@ CATALOGUE: Mapping[str, CatalogueEntry] = {
             for short, long, what in [
                 ("ttft", "ttft", "Time to first token"),
                 ("tpot", "itl", "Time per output token"),
+                ("request_tpot", "request_tpot", "Time per output token of each request"),
                 ("e2e", "e2e", "End-to-end latency"),
                 ("queue", "queue", "Queue time"),
             ]

@@ -100,6 +100,11 @@ DERIVED_SIGNALS: Mapping[str, DerivedSignal] = {
         ),
         *_quantiles("vllm_ttft", "vllm_ttft_seconds", "Time to first token"),
         *_quantiles("vllm_itl", "vllm_itl_seconds", "Inter-token latency (TPOT)"),
+        *_quantiles(
+            "vllm_request_tpot",
+            "vllm_request_tpot_seconds",
+            "Mean time per output token of each finished request",
+        ),
         *_quantiles("vllm_e2e", "vllm_e2e_seconds", "End-to-end request latency"),
         *_quantiles("vllm_queue", "vllm_queue_seconds", "Time spent waiting in the queue"),
     ]

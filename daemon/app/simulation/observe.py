@@ -8,10 +8,11 @@ same names come from the virtual run, on the same rules:
 - **Rates** (``preemptions_per_s``, ``errors_per_s``, ``aborts_per_s``, ``rejections_per_s``,
   ``gen_tokens_per_s``, ``prompt_tokens_per_s``) are counter deltas over the window, from the
   scrapes :meth:`Observer.scrape` records (every second of virtual time).
-- **Quantiles** (``ttft``, ``tpot``, ``queue``, ``e2e``: p50/p95/p99) are nearest-rank over the
-  requests that completed in the window, as vLLM measured them: the wait at the gate is taken
-  out, since vLLM's histograms never see it. (vLLM's are bucket interpolations and ``tpot`` is
-  its inter-token latency; per-request exact values are used here.)
+- **Quantiles** (``ttft``, ``tpot``, ``request_tpot``, ``queue``, ``e2e``: p50/p95/p99) are
+  nearest-rank over the requests that completed in the window, as vLLM measured them: the wait
+  at the gate is taken out, since vLLM's histograms never see it. (vLLM's are bucket
+  interpolations and ``tpot`` is its inter-token latency; per-request exact values are used
+  here, for both ``tpot`` and ``request_tpot``.)
 - **Gate** signals (``gate_cap``, ``gate_in_flight``, ``gate_queue``, ``gate_queue_time_s``,
   ``gate_refusals_per_s``) when the run has a gate: HAProxy stays up while vLLM restarts;
   ``gate_cap_share`` from the cap and ``max-num-seqs``, as the daemon's views add it.
@@ -210,6 +211,7 @@ class Observer:
         series = {
             "ttft": [x.ttft_s for x in latencies],
             "tpot": [x.tpot_s for x in latencies if x.tpot_s is not None],
+            "request_tpot": [x.tpot_s for x in latencies if x.tpot_s is not None],
             "queue": [x.queue_s for x in latencies],
             "e2e": [x.e2e_s for x in latencies],
         }

@@ -40,7 +40,8 @@ class AdmissionSignals:
         queued: Requests waiting at the gate (``haproxy_queue_current``).
         latency_s: TTFT inside vLLM over the window, p50 (``ttft_p50_s``): the limiters' RTT.
         ttft_p95_s: TTFT inside vLLM over the window, p95 (``ttft_p95_s``).
-        tpot_p95_s: Time per output token over the window, p95 (``tpot_p95_s``).
+        tpot_p95_s: Each finished request's mean time per output token over the window, p95
+            (``request_tpot_p95_s``): the TPOT a per-request SLO judges.
         preemptions_per_s: vLLM's preemptions per second (``preemptions_per_s``).
         vllm_errors_per_s: Requests vLLM refused or failed per second (its own admission
             refusals and error finishes), the other half of a drop.

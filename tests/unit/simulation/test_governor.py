@@ -13,9 +13,11 @@ PROFILE = "llama-3.1-8b-h100-tp1"
 
 
 def _kv_thrash_only(tmp_path: Path) -> Path:
+    # A fixed-step cut on kv-thrash's condition: these tests follow a proposal through the
+    # approvals, and the pack's own kv-thrash asks a what-if for its value instead.
     directory = tmp_path / "policies"
     directory.mkdir()
-    shutil.copy(POLICIES / "kv-thrash.yaml", directory)
+    shutil.copy(POLICIES / "tests" / "fixtures" / "seqs-cut-step.yaml", directory)
     return directory
 
 
@@ -33,7 +35,8 @@ def test_kv_thrash_proposes_and_the_approved_cut_restarts_after_the_delay(
     )
     result = execute(job)
     kinds = [(e.kind, e.policy) for e in result.events]
-    assert kinds[:3] == [(PROPOSED, "kv-thrash"), (APPROVED, "kv-thrash"), (RESTART, "kv-thrash")]
+    cut = "seqs-cut-step"
+    assert kinds[:3] == [(PROPOSED, cut), (APPROVED, cut), (RESTART, cut)]
     proposed, approved, restart = result.events[:3]
     assert approved.at - proposed.at == 30.0
     assert restart.at == approved.at
