@@ -83,7 +83,8 @@ class SloBand:
         min_cap: Lowest cap.
         max_cap: Highest cap (vLLM's max-num-seqs).
         ttft_target_s: TTFT p95 budget inside vLLM (the SLO minus the wait at the gate).
-        tpot_target_s: TPOT p95 budget.
+        tpot_target_s: Budget for the p95 of each finished request's TPOT (per request, as
+            the SLO judges it; the fast loop reads ``request_tpot_p95_s``).
         preemption_limit_per_s: Preemptions per second that count as full pressure.
         low_water: Pressure below which the cap may grow (0-1).
         max_cut: Deepest cut in one settle window, as a factor of what was in flight at its
