@@ -17,8 +17,10 @@ one list of arrivals, on any machine (``random.Random`` with string seeds, stdli
   steps of ``step_s`` (30 s by default), so the schedule stays piecewise constant and its
   inverse integral exact. A ramp may name the engine ``profiles`` it is for (a constant one is
   a phase's own rate), so a phase can load each profile to the same share of its capacity.
-- Named phases label stretches of time for reports (``steady``, ``bursts``...); they change
-  nothing in the arrivals.
+- Named phases label stretches of time for reports (``steady``, ``bursts``...). A phase may
+  carry its own ``prompt_tokens`` / ``output_tokens`` (a day whose traffic changes kind: chat
+  at night, code completion by day): a request arriving in it draws its lengths from them, from
+  the same streams, so the arrival times do not move.
 - ``profile_rate_scale`` scales the whole rate per engine profile, so that one spec loads
   each profile to the same share of its own capacity (``generate(spec, rate_scale=...)``).
 
@@ -95,14 +97,6 @@ class Ramp(_Spec):
         ]
 
 
-class NamedPhase(_Spec):
-    """A labelled stretch of the workload, for per-phase reports."""
-
-    name: str = Field(min_length=1)
-    start_s: float = Field(ge=0)
-    duration_s: float = Field(gt=0)
-
-
 class LogNormalLengths(_Spec):
     """Token counts drawn log-normally from a median and a p90, clamped to [min, max]."""
 
@@ -126,6 +120,20 @@ class LogNormalLengths(_Spec):
         sigma = math.log(self.p90 / self.median) / Z90
         value = rng.lognormvariate(math.log(self.median), sigma)
         return max(self.min, min(self.max, round(value)))
+
+
+class NamedPhase(_Spec):
+    """A labelled stretch of the workload, for per-phase reports, with its own lengths or not."""
+
+    name: str = Field(min_length=1)
+    start_s: float = Field(ge=0)
+    duration_s: float = Field(gt=0)
+    prompt_tokens: LogNormalLengths | None = None
+    output_tokens: LogNormalLengths | None = None
+
+    def contains(self, at: float) -> bool:
+        """Whether a request arriving at ``at`` falls inside the phase."""
+        return self.start_s <= at < self.start_s + self.duration_s
 
 
 class LongOutputs(_Spec):
@@ -211,8 +219,9 @@ def generate(
         now = schedule.advance(now, gaps.gammavariate(shape, 1.0 / shape))
         if now >= spec.duration_s:
             return arrivals
-        prompt = spec.prompt_tokens.draw(prompts)
-        output = spec.output_tokens.draw(outputs)
+        phase = next((p for p in spec.phases if p.contains(now)), None)
+        prompt = ((phase and phase.prompt_tokens) or spec.prompt_tokens).draw(prompts)
+        output = ((phase and phase.output_tokens) or spec.output_tokens).draw(outputs)
         long_draw = longs.random()
         long = spec.long_outputs
         if long is not None and long.applies_at(now) and long_draw < long.share:

@@ -11,6 +11,8 @@ SERVER_CHANGES = frozenset({RESTART, REVERT, CAP})
 # Kinds that record the governor's process around them.
 PROPOSED, APPROVED, REJECTED, WITHDRAWN = "proposed", "approved", "rejected", "withdrawn"
 REFUSED, VERIFIED, QUARANTINED = "refused", "verified", "quarantined"
+# A tuned change's effect, measured by the governor against its what-if's prediction.
+REALISED = "realised"
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,8 @@ class Event:
         policy: The policy (or baseline) behind it.
         changes: Knob -> (old, new) for restarts, reverts and caps (knob ``gate_cap``).
         detail: A sentence for people.
+        figures: Numbers the kind carries (a realised effect: the goodput predicted and
+            realised, the error, whether the window was comparable as 1 or 0).
     """
 
     at: float
@@ -30,6 +34,7 @@ class Event:
     policy: str
     changes: dict[str, tuple[float, float]] = field(default_factory=dict)
     detail: str = ""
+    figures: dict[str, float] = field(default_factory=dict)
 
 
 class EventLog:

@@ -3,8 +3,10 @@
 The actuation journal says when each restart and each revert's restart began (its steps
 ``restarting`` and ``revert_restarting``), with the plan's knob moves, and how each change
 ended: verified (``done``), reverted and quarantined, refused by preflight (with the reason),
-or failed. The gate's journal holds every cap the admission loop set. Proposals and their
-answers are logged by the simulated approver as they happen.
+or failed. The gate's journal holds every cap the admission loop set. The decision log holds
+each tuned change's ``realised`` effect: the goodput its what-if predicted, the goodput measured
+from the server's histograms once it was in force, and the error between them. Proposals and
+their answers are logged by the simulated approver as they happen.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from daemon.app.simulation.clock import EPOCH
 from daemon.app.simulation.events import (
     CAP,
     QUARANTINED,
+    REALISED,
     REFUSED,
     RESTART,
     REVERT,
@@ -31,6 +34,8 @@ from daemon.core.gate_actuation import CAP_APPLIED, CAP_REVERTED
 from daemon.engine.storage.cap_journal import SqliteCapJournal
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.engine.storage.state_db import STATE_FILE
+from daemon.engine.storage.state_store import StateStore
+from daemon.policy.decisions import DecisionKind
 
 _EVERY = 1_000_000  # read the whole journal back
 
@@ -70,9 +75,35 @@ def read_events(state_dir: Path, target: str, logged: EventLog) -> EventLog:
             events.append(Event(capped_at, CAP, str(row["policy"]), changes, str(row["reason"])))
     finally:
         caps.close()
+    events.extend(_realised(state_dir))
     result = EventLog()
     result.events = sorted(events, key=lambda event: event.at)
     return result
+
+
+def _realised(state_dir: Path) -> list[Event]:
+    """The tuner's ``realised`` decisions: predicted against measured goodput, and the error."""
+    store = StateStore(state_dir / STATE_FILE)
+    try:
+        rows = store.recent_decisions(_EVERY)
+    finally:
+        store.close()
+    events: list[Event] = []
+    for row in rows:
+        if row["kind"] != DecisionKind.REALISED.value:
+            continue
+        details = row["details"]
+        figures = {
+            "predicted_goodput_rps": float(details["predicted"]["after"]["goodput_rps"]),
+            "realised_goodput_rps": float(details["realised"]["goodput_rps"]),
+            "goodput_error": float(details["goodput_error"]),
+            "comparable": 1.0 if details["comparable"] else 0.0,
+        }
+        at = float(row["at"]) - EPOCH.timestamp()
+        events.append(
+            Event(at, REALISED, str(row["policy"]), detail=details["text"], figures=figures)
+        )
+    return events
 
 
 def _seconds(at: datetime) -> float:

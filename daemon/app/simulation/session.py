@@ -36,12 +36,16 @@ class Session:
         seeds: The workload's seeds.
         controllers: The wanted names (of :data:`BASELINES`).
         workers: Worker processes.
+        grid_seqs: The best-static grid's ``max_num_seqs`` values.
+        grid_tokens: Its ``max_num_batched_tokens`` values.
     """
 
     template: Job
     seeds: tuple[int, ...]
     controllers: tuple[str, ...]
     workers: int = 1
+    grid_seqs: tuple[int, ...] = GRID_SEQS
+    grid_tokens: tuple[int, ...] = GRID_TOKENS
 
 
 def check_controllers(names: Sequence[str]) -> None:
@@ -61,7 +65,8 @@ def jobs_of(session: Session) -> list[Job]:
     names: list[str] = []
     for name in session.controllers:
         if name in (BEST_STATIC, PER_PHASE):
-            names.extend(static_name(s, t) for s in GRID_SEQS for t in GRID_TOKENS)
+            grid = ((s, t) for s in session.grid_seqs for t in session.grid_tokens)
+            names.extend(static_name(s, t) for s, t in grid)
         elif name != STATIC_DEFAULT:
             names.append(name)
     profile = load_profile(session.template.profile)

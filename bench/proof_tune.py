@@ -1,0 +1,318 @@
+"""The proof on work that needs tuning: the pack's tune policies against every baseline.
+
+Runs ``vllm-governor simulate``'s session (the machinery of :mod:`bench.proof`) on the
+workloads of :data:`WORKLOADS` — a compressed day whose traffic changes kind (long-output chat
+at night, long-prompt code completion by day, bursts of retrieval-augmented prompts in the
+evening) and a steady conversation whose best setting never moves — on the three profiles,
+for static-default, best-static in hindsight (a grid over the envelopes), the per-phase oracle,
+AIMD, gradient2, Vegas and the governor with the default pack, seeds 1..N, all in one run.
+Prints, per workload and profile, every controller's whole-run goodput and SLO attainment,
+ratios against the baselines of the same run, restarts per instance per hour, the tuner's
+median goodput prediction error (its ``realised`` decisions, read from the simulated
+governor's own decision log), and each goal as pass or miss.
+
+The pack's tune policies run the what-if with the engine profile they name (the 8B one by
+default); as an operator on another engine would, the bench names the run's profile in them
+(a copy of the pack in a scratch directory). While the pack has no tune policy the bench's
+own (``bench/proof_tune/tune.yaml``) stands in.
+
+    .venv/bin/python -m bench.proof_tune [--seeds 5] [--jobs 2] [--profiles A,B]
+        [--workloads A,B] [--json PATH] [--summary PATH] [--plot-dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from daemon.app.simulation.config import instance_of, load_simulation_config
+from daemon.app.simulation.events import REALISED
+from daemon.app.simulation.names import (
+    BEST_STATIC,
+    GOVERNOR,
+    LIMITERS,
+    PER_PHASE,
+    STATIC_DEFAULT,
+)
+from daemon.app.simulation.reports import plot
+from daemon.app.simulation.runs import Job
+from daemon.app.simulation.session import Session, simulate
+from daemon.app.simulation.tallies import RunTally
+from daemon.core.settings import Envelope
+from daemon.shipped import default_pack
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKLOADS_DIR = ROOT / "simulator" / "workloads"
+FALLBACK_TUNE = Path(__file__).resolve().parent / "proof_tune" / "tune.yaml"
+PROFILES = ("llama-3.1-8b-h100-tp1", "llama-3.3-70b-h100-tp4", "tiny-llama-cpu")
+CONTROLLERS = (STATIC_DEFAULT, BEST_STATIC, PER_PHASE, *LIMITERS, GOVERNOR)
+HOUR_S = 3600.0
+
+# The issue's goals.
+SHIFTING_VS_BEST = 1.15
+STEADY_VS_BEST = 0.97
+MAX_MEDIAN_ERROR = 0.15
+MAX_RESTARTS_PER_HOUR = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One workload of the proof: its spec and whether its best setting shifts over the run."""
+
+    name: str
+    shifts: bool
+
+    @property
+    def spec(self) -> Path:
+        """The spec file."""
+        return WORKLOADS_DIR / f"{self.name}.yaml"
+
+
+WORKLOADS = (Workload("tune-shifting-day", shifts=True), Workload("tune-steady-chat", shifts=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Goal:
+    """One goal, its measured value and whether it was met."""
+
+    name: str
+    value: float | None
+    target: str
+    met: bool
+
+    def line(self) -> str:
+        """``pass``/``miss``, the goal and the value."""
+        shown = "-" if self.value is None else f"{self.value:.3g}"
+        return f"{'pass' if self.met else 'MISS'}  {self.name} (goal {self.target}): {shown}"
+
+
+def powers_of_two_within(envelope: Envelope) -> tuple[int, ...]:
+    """The envelope's bounds and every power of two between them, ascending."""
+    low, high = int(envelope.min), int(envelope.max)
+    values = {low, high}
+    power = 1
+    while power <= high:
+        if power >= low:
+            values.add(power)
+        power *= 2
+    return tuple(sorted(values))
+
+
+def envelope_grid(config: Path | None = None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The best-static grid: powers of two inside the instance's two envelopes.
+
+    Raises:
+        ValueError: the instance has no envelope for one of the two knobs.
+    """
+    knobs = instance_of(load_simulation_config(config)).knobs
+    missing = [k for k in ("max_num_seqs", "max_num_batched_tokens") if k not in knobs]
+    if missing:
+        message = f"no envelope for {', '.join(missing)}: the grid lies within the envelopes"
+        raise ValueError(message)
+    seqs = powers_of_two_within(knobs["max_num_seqs"])
+    return seqs, powers_of_two_within(knobs["max_num_batched_tokens"])
+
+
+def prediction_errors(results: Sequence[RunTally]) -> list[float]:
+    """The tuner's goodput errors (realised against predicted) over every run, in order."""
+    return [
+        event.figures["goodput_error"]
+        for result in results
+        for event in result.events
+        if event.kind == REALISED
+    ]
+
+
+def median_abs_error(errors: Sequence[float]) -> float | None:
+    """The median of the errors' magnitudes; None when the tuner measured nothing."""
+    return statistics.median(abs(error) for error in errors) if errors else None
+
+
+def restarts_per_hour(entry: Mapping[str, Any], duration_s: float) -> float:
+    """A controller's restarts (mean over seeds) per hour of the run (one instance)."""
+    return float(entry["restarts"]) / (duration_s / HOUR_S)
+
+
+def goals(report: Mapping[str, Any], *, shifts: bool, duration_s: float) -> list[Goal]:
+    """The issue's goals for the governor, each with its value, measured in the same run."""
+    c = report["controllers"]
+    gov = c[GOVERNOR]["goodput_rps"]
+    found: list[Goal] = []
+    best = c[BEST_STATIC]["goodput_rps"]
+    if shifts:
+        found.append(_ratio_goal("goodput vs best-static", gov, best, SHIFTING_VS_BEST))
+    else:
+        found.append(_ratio_goal("goodput vs best-static", gov, best, STEADY_VS_BEST))
+    found.append(_ratio_goal("goodput vs static-default", gov, c[STATIC_DEFAULT]["goodput_rps"], 1))
+    found.extend(
+        _ratio_goal(f"goodput vs {name}", gov, c[name]["goodput_rps"], 1.0) for name in LIMITERS
+    )
+    error = report.get("median_prediction_error")
+    found.append(
+        Goal(
+            "median goodput prediction error",
+            error,
+            f"<= {MAX_MEDIAN_ERROR:.0%}",
+            error is not None and error <= MAX_MEDIAN_ERROR,
+        )
+    )
+    rate = restarts_per_hour(c[GOVERNOR], duration_s)
+    found.append(
+        Goal("restarts per instance per hour", rate, "<= 1", rate <= MAX_RESTARTS_PER_HOUR)
+    )
+    return found
+
+
+def _ratio_goal(name: str, value: float, base: float, least: float) -> Goal:
+    ratio = value / base if base else None
+    return Goal(name, ratio, f">= {least:g}x", ratio is not None and ratio >= least)
+
+
+def table(report: Mapping[str, Any], duration_s: float) -> str:
+    """Every controller side by side: goodput, SLO, ratios, restarts per hour."""
+    c = report["controllers"]
+    default, best = c[STATIC_DEFAULT]["goodput_rps"], c[BEST_STATIC]["goodput_rps"]
+    lines = [
+        f"workload {report['workload']}, profile {report['profile']}, seeds {report['seeds']}",
+        f"{'controller':<24}{'goodput/s':>10}{'SLO':>8}{'x default':>10}{'x best':>8}"
+        f"{'restarts/h':>11}  setting",
+    ]
+    for name, entry in c.items():
+        setting = entry.get("grid_point") or entry.get("grid_points") or entry.get("settings")
+        lines.append(
+            f"{name:<24}{entry['goodput_rps']:>10.2f}{entry['slo_attainment'] * 100:>7.1f}%"
+            f"{_x(entry['goodput_rps'], default):>10}{_x(entry['goodput_rps'], best):>8}"
+            f"{restarts_per_hour(entry, duration_s):>11.2f}  {_setting(setting)}"
+        )
+    errors = report.get("prediction_errors", [])
+    median = report.get("median_prediction_error")
+    lines.append(
+        f"tuner: {len(errors)} realised effects measured, median |goodput error| "
+        + ("-" if median is None else f"{median:.1%}")
+        + (f" (each: {', '.join(f'{e:+.0%}' for e in errors)})" if errors else "")
+    )
+    return "\n".join(lines)
+
+
+def _x(value: float, base: float) -> str:
+    return f"{value / base:.2f}x" if base else "-"
+
+
+def _setting(setting: Any) -> str:
+    if isinstance(setting, Mapping) and "max_num_seqs" in setting:
+        return f"{setting['max_num_seqs']:g}x{setting['max_num_batched_tokens']:g} at start"
+    if isinstance(setting, Mapping):
+        return ", ".join(f"{k}: {v.removeprefix('static:')}" for k, v in setting.items())
+    return str(setting).removeprefix("static:")
+
+
+def pack_for(profile: str, scratch: Path) -> Path:
+    """The default pack, its tune policies naming ``profile``, in a scratch directory.
+
+    The bench's own tune policy joins it while the pack has none.
+    """
+    directory = scratch / profile
+    directory.mkdir(parents=True)
+    tuned = False
+    for source in sorted(default_pack().glob("*.yaml")):
+        document = yaml.safe_load(source.read_text())
+        tune = (document.get("action") or {}).get("tune")
+        if isinstance(tune, dict):
+            tune["profile"] = profile
+            tuned = True
+            (directory / source.name).write_text(yaml.safe_dump(document, sort_keys=False))
+        else:
+            shutil.copyfile(source, directory / source.name)
+    if not tuned:
+        document = yaml.safe_load(FALLBACK_TUNE.read_text())
+        document["action"]["tune"]["profile"] = profile
+        (directory / FALLBACK_TUNE.name).write_text(yaml.safe_dump(document, sort_keys=False))
+    return directory
+
+
+def run_one(
+    workload: Workload, profile: str, policies: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """One workload on one profile, every controller, the goals; prints as it goes."""
+    started = time.monotonic()
+    seqs, tokens = envelope_grid()
+    if args.grid_seqs:
+        seqs = tuple(int(v) for v in args.grid_seqs.split(","))
+    if args.grid_tokens:
+        tokens = tuple(int(v) for v in args.grid_tokens.split(","))
+    template = Job("", profile, None, workload.spec, 1, (policies,))
+    session = Session(
+        template,
+        tuple(range(1, args.seeds + 1)),
+        CONTROLLERS,
+        args.jobs,
+        grid_seqs=seqs,
+        grid_tokens=tokens,
+    )
+    report, tallies = simulate(session)
+    duration = tallies[GOVERNOR][0].duration_s
+    errors = prediction_errors(tallies[GOVERNOR])
+    report["prediction_errors"] = errors
+    report["median_prediction_error"] = median_abs_error(errors)
+    report["duration_s"] = duration
+    report["grid_axes"] = {"max_num_seqs": list(seqs), "max_num_batched_tokens": list(tokens)}
+    met = goals(report, shifts=workload.shifts, duration_s=duration)
+    report["goal_lines"] = [goal.line() for goal in met]
+    report["wall_s"] = time.monotonic() - started
+    print(table(report, duration))
+    print(*report["goal_lines"], sep="\n")
+    print(f"({report['wall_s']:.0f} s of wall time)\n", flush=True)
+    if args.plot_dir is not None:
+        plot(report, tallies, args.plot_dir / f"proof-tune-{workload.name}-{profile}.png")
+    return report
+
+
+def main() -> None:
+    """Run every workload on every profile and print the goals."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--profiles", default=",".join(PROFILES))
+    parser.add_argument("--workloads", default=",".join(w.name for w in WORKLOADS))
+    parser.add_argument("--grid-seqs", help="override the grid's max_num_seqs (comma-separated)")
+    parser.add_argument("--grid-tokens", help="override its max_num_batched_tokens")
+    parser.add_argument("--json", type=Path, default=Path("proof-tune.json"))
+    parser.add_argument("--summary", type=Path, help="also write the JSON without per-seed data")
+    parser.add_argument("--plot-dir", type=Path)
+    args = parser.parse_args()
+    wanted = [w for w in WORKLOADS if w.name in args.workloads.split(",")]
+    reports: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="proof-tune-") as scratch:
+        for profile in args.profiles.split(","):
+            policies = pack_for(profile, Path(scratch))
+            for workload in wanted:
+                report = run_one(workload, profile, policies, args)
+                reports[f"{workload.name} on {profile}"] = report
+                args.json.write_text(json.dumps(reports, indent=2) + "\n")
+                if args.summary is not None:
+                    kept = {key: without_seeds(value) for key, value in reports.items()}
+                    args.summary.write_text(json.dumps(kept, indent=2) + "\n")
+
+
+def without_seeds(report: Mapping[str, Any]) -> dict[str, Any]:
+    """A report without its per-seed figures and grid: what the docs keep."""
+    controllers = {
+        name: {key: value for key, value in entry.items() if key != "per_seed"}
+        for name, entry in report["controllers"].items()
+    }
+    rest = {key: value for key, value in report.items() if key not in ("controllers", "grid")}
+    return {"controllers": controllers, **rest}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,167 @@
+"""The tune proof's own pieces: the envelope grid, best-static, prediction errors, the goals."""
+
+from __future__ import annotations
+
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from bench.proof_tune import (
+    FALLBACK_TUNE,
+    envelope_grid,
+    goals,
+    median_abs_error,
+    pack_for,
+    powers_of_two_within,
+    prediction_errors,
+)
+from daemon.app.simulation.clock import EPOCH
+from daemon.app.simulation.events import REALISED, Event, EventLog
+from daemon.app.simulation.journals import read_events
+from daemon.app.simulation.names import BEST_STATIC, GOVERNOR, LIMITERS, STATIC_DEFAULT
+from daemon.app.simulation.reports import build
+from daemon.app.simulation.runs import Job, static_name
+from daemon.app.simulation.session import Session, jobs_of
+from daemon.app.simulation.tallies import PhaseTally, RunTally
+from daemon.app.simulation.workloads import Stretch
+from daemon.core.settings import Envelope
+from daemon.engine.storage.state_db import STATE_FILE
+from daemon.engine.storage.state_store import StateStore
+from daemon.policy.decisions import Decision, DecisionKind, Evidence
+from simulator.arrivals import Arrival
+from simulator.synthetic_workloads import generate, load_workload
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _tally(controller: str, seed: int, good: int, events: list[Event] | None = None) -> RunTally:
+    phase = PhaseTally("whole", 0.0, 100.0, total=100, good=good)
+    return RunTally(controller, seed, 100.0, [phase], 0, 0.0, 0, events or [], [], [])
+
+
+def test_the_grid_is_every_power_of_two_inside_each_envelope_and_its_bounds() -> None:
+    assert powers_of_two_within(Envelope(min=48, max=1000, max_step=256)) == (
+        48,
+        64,
+        128,
+        256,
+        512,
+        1000,
+    )
+    # The built-in simulation config: [32, 1024] sequences, [2048, 16384] tokens.
+    seqs, tokens = envelope_grid()
+    assert seqs == (32, 64, 128, 256, 512, 1024)
+    assert tokens == (2048, 4096, 8192, 16384)
+
+
+def test_a_session_runs_its_own_grid_and_best_static_is_its_best_point() -> None:
+    template = Job("", "llama-3.1-8b-h100-tp1", None, ROOT / "x.yaml", 1)
+    session = Session(
+        template, (1, 2), (STATIC_DEFAULT, BEST_STATIC), grid_seqs=(64, 256), grid_tokens=(4096,)
+    )
+    names = {job.controller for job in jobs_of(session)}
+    assert names == {STATIC_DEFAULT, static_name(64, 4096), static_name(256, 4096)}
+    # Best in hindsight: the best mean goodput over the seeds, not the best single seed.
+    runs = {
+        STATIC_DEFAULT: [_tally(STATIC_DEFAULT, s, 50) for s in (1, 2)],
+        static_name(64, 4096): [_tally("a", 1, 99), _tally("a", 2, 10)],
+        static_name(256, 4096): [_tally("b", 1, 70), _tally("b", 2, 70)],
+    }
+    whole = (Stretch("whole", 0.0, 100.0),)
+    report = build(
+        runs,
+        profile="p",
+        workload="w",
+        seeds=(1, 2),
+        phases=whole,
+        bursts=(),
+        wanted=(STATIC_DEFAULT, BEST_STATIC),
+    )
+    assert report["controllers"][BEST_STATIC]["grid_point"] == static_name(256, 4096)
+
+
+def test_the_tuners_errors_come_from_its_realised_decisions_in_the_decision_log(
+    tmp_path: Path,
+) -> None:
+    store = StateStore(tmp_path / STATE_FILE)
+    offset = EPOCH.timestamp()
+
+    def realised(at: float, predicted: float, measured: float, error: float) -> Decision:
+        details: dict[str, Any] = {
+            "predicted": {"now": {}, "after": {"goodput_rps": predicted}},
+            "realised": {"goodput_rps": measured},
+            "goodput_error": error,
+            "comparable": True,
+            "text": "tpot-prefill on main: ...",
+        }
+        return Decision(
+            "tpot-prefill", "main", at, DecisionKind.REALISED, Evidence("", {}), details=details
+        )
+
+    fired = Decision("tpot-prefill", "main", 10.0, DecisionKind.FIRED, Evidence("", {}))
+    store.record([fired, realised(900.0, 8.0, 7.2, -0.1), realised(2000.0, 5.0, 6.0, 0.2)], offset)
+    store.close()
+    events = read_events(tmp_path, "main", EventLog()).events
+    found = [e for e in events if e.kind == REALISED]
+    assert [e.at for e in found] == pytest.approx([900.0, 2000.0])
+    assert found[0].figures["predicted_goodput_rps"] == 8.0
+    assert found[0].figures["realised_goodput_rps"] == 7.2
+    runs = [_tally(GOVERNOR, 1, 90, events), _tally(GOVERNOR, 2, 90, [])]
+    assert prediction_errors(runs) == [-0.1, 0.2]
+    assert median_abs_error([-0.1, 0.2, -0.3]) == pytest.approx(0.2)
+    assert median_abs_error([]) is None
+
+
+def _report(governor: float, best: float, error: float | None, restarts: float) -> dict[str, Any]:
+    entry = {"goodput_rps": 10.0, "restarts": 0.0}
+    controllers = {name: dict(entry) for name in (STATIC_DEFAULT, *LIMITERS)}
+    controllers[BEST_STATIC] = {"goodput_rps": best, "restarts": 0.0}
+    controllers[GOVERNOR] = {"goodput_rps": governor, "restarts": restarts}
+    return {"controllers": controllers, "median_prediction_error": error}
+
+
+def test_the_goals_say_pass_or_miss_against_the_shifting_or_the_steady_bar() -> None:
+    two_hours = 7200.0
+    shifting = goals(_report(11.0, 10.0, 0.05, 2.0), shifts=True, duration_s=two_hours)
+    lines = [goal.line() for goal in shifting]
+    assert lines[0].startswith("MISS  goodput vs best-static (goal >= 1.15x): 1.1")
+    assert all(line.startswith("pass") for line in lines[1:])  # 1 restart an hour passes
+    steady = goals(_report(9.8, 10.0, None, 3.0), shifts=False, duration_s=two_hours)
+    met = {goal.name: goal.met for goal in steady}
+    assert met["goodput vs best-static"]  # 0.98 >= 0.97
+    assert not met["goodput vs static-default"]
+    assert not met["median goodput prediction error"]  # nothing measured is not a pass
+    assert not met["restarts per instance per hour"]
+
+
+def test_the_pack_runs_with_the_runs_profile_named_in_its_tune_policies(tmp_path: Path) -> None:
+    directory = pack_for("tiny-llama-cpu", tmp_path)
+    tuned = []
+    for path in directory.glob("*.yaml"):
+        tune = (yaml.safe_load(path.read_text()).get("action") or {}).get("tune")
+        if tune is not None:
+            tuned.append(tune)
+    assert tuned  # the pack's own, or the bench's stand-in while the pack has none
+    assert all(tune["profile"] == "tiny-llama-cpu" for tune in tuned)
+    assert FALLBACK_TUNE.exists()
+
+
+def test_each_part_of_the_shifting_day_draws_its_own_lengths_at_its_own_rate() -> None:
+    spec = load_workload(ROOT / "simulator" / "workloads" / "tune-shifting-day.yaml")
+    arrivals = generate(spec, 1, profile="llama-3.1-8b-h100-tp1")
+
+    def part(start: float) -> list[Arrival]:
+        return [a for a in arrivals if start <= a.arrived_at < start + 1200]
+
+    night, day, evening = part(0), part(1200), part(2400)
+    assert statistics.median(a.output_tokens for a in night) == pytest.approx(500, rel=0.1)
+    assert statistics.median(a.prompt_tokens for a in day) == pytest.approx(4000, rel=0.1)
+    assert statistics.median(a.output_tokens for a in day) == pytest.approx(60, rel=0.15)
+    assert statistics.median(a.prompt_tokens for a in evening) == pytest.approx(6000, rel=0.1)
+    assert len(day) / 1200 == pytest.approx(9.0, rel=0.08)
+    # The lengths come from their own streams: the arrival times do not depend on them.
+    plain = generate(spec.model_copy(update={"phases": []}), 1, profile="llama-3.1-8b-h100-tp1")
+    assert [a.arrived_at for a in plain] == [a.arrived_at for a in arrivals]
