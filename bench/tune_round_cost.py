@@ -67,7 +67,14 @@ action:
   tune: {tpot_slo: 50ms, min_gain: 10%}
 """
 GATE_ROWS = {"gate_cap": 64.0, "gate_in_flight": 60.0, "gate_queue": 20.0}
-VLLM_ROWS = {"ttft_p95_s": 3.0, "tpot_p95_s": 0.03, "preemptions_per_s": 0.0, "ttft_p50_s": 1.0}
+# The admission controllers read each request's TPOT (request_tpot_p95_s).
+VLLM_ROWS = {
+    "ttft_p95_s": 3.0,
+    "tpot_p95_s": 0.03,
+    "request_tpot_p95_s": 0.03,
+    "preemptions_per_s": 0.0,
+    "ttft_p50_s": 1.0,
+}
 
 
 @dataclass

@@ -31,9 +31,20 @@ pytestmark = pytest.mark.asyncio
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "policies" / "admission-cap.yaml"
 KEY = ("admission-cap", "main")
-# Inside vLLM: TTFT p95 three times its 1 s budget, so slo-band cuts.
-HOT = {"ttft_p95_s": 3.0, "tpot_p95_s": 0.03, "preemptions_per_s": 0.0, "ttft_p50_s": 1.0}
-CALM = {"ttft_p95_s": 0.2, "tpot_p95_s": 0.03, "preemptions_per_s": 0.0, "ttft_p50_s": 0.1}
+# Inside vLLM: TTFT p95 three times its 1 s budget, so slo-band cuts. TPOT is each request's
+# (request_tpot_p95_s), as the admission controllers read it since 1cc203e.
+HOT = {
+    "ttft_p95_s": 3.0,
+    "request_tpot_p95_s": 0.03,
+    "preemptions_per_s": 0.0,
+    "ttft_p50_s": 1.0,
+}
+CALM = {
+    "ttft_p95_s": 0.2,
+    "request_tpot_p95_s": 0.03,
+    "preemptions_per_s": 0.0,
+    "ttft_p50_s": 0.1,
+}
 
 
 @dataclass
