@@ -70,6 +70,9 @@ class ViewContext:
     # Only these catalogue signals (None: every signal). A fast loop reading five signals
     # twice a second must not pay for every quantile of every histogram.
     only: frozenset[str] | None = None
+    # With ``only``: the other sources' series and the declared signals' rows as well (they
+    # cost a reading each, where a catalogue quantile costs a window of every bucket).
+    others_too: bool = False
 
 
 @dataclass(slots=True)
@@ -113,7 +116,8 @@ class _Computed:
 def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
     """Every catalogue signal of every target, then every other source's series.
 
-    With ``context.only``, the catalogue signals named there and nothing else.
+    With ``context.only``, the catalogue signals named there and nothing else, or with
+    ``context.others_too`` those and every other source's series.
     """
     rows: list[SignalRow] = []
     computed = _Computed()
@@ -121,9 +125,11 @@ def signal_rows(store: SignalStore, context: ViewContext) -> list[SignalRow]:
         for name in sorted(context.only):
             if name in CATALOGUE:
                 rows.extend(_catalogue_rows(store, CATALOGUE[name], context, computed))
-        return rows
-    for entry in CATALOGUE.values():
-        rows.extend(_catalogue_rows(store, entry, context, computed))
+        if not context.others_too:
+            return rows
+    else:
+        for entry in CATALOGUE.values():
+            rows.extend(_catalogue_rows(store, entry, context, computed))
     rows.extend(_other_rows(store, context))
     seen = set(store.names())
     for declaration in context.declared:

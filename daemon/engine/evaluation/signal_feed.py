@@ -10,7 +10,7 @@ plugs in recorded views instead, evaluated at the recorded moments; the rest of 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from daemon.engine.evaluation.signal_plane import SignalPlane
@@ -44,8 +44,17 @@ class SignalFeed(Protocol):
 class LiveFeed:
     """The daemon's feed: the signal plane's current rows, evaluated every interval."""
 
-    def __init__(self, plane: SignalPlane) -> None:
+    def __init__(
+        self, plane: SignalPlane, reads: Callable[[], frozenset[str] | None] = lambda: None
+    ) -> None:
+        """Views of ``plane``'s rows, of the catalogue signals ``reads()`` names (None: all).
+
+        A view's cost is its catalogue signals (each quantile reads a window of every bucket
+        of its histogram, for every server): the daemon computes those its readers read, and
+        every one only where a reader wants them all (the recorder).
+        """
         self._plane = plane
+        self._reads = reads
 
     def views(
         self,
@@ -54,7 +63,8 @@ class LiveFeed:
         signals: SignalRegistry,
     ) -> dict[str, TargetView]:
         """The views of the rows the sources have put in the store."""
-        return target_views(self._plane.rows(), targets, knobs, signals)
+        rows = self._plane.rows(only=self._reads(), others_too=True)
+        return target_views(rows, targets, knobs, signals)
 
     async def next_evaluation(self, interval_s: float) -> None:
         """Sleep one interval on the loop's clock."""

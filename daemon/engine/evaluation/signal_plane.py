@@ -167,12 +167,18 @@ class SignalPlane:
         self._metrics.polls.labels(source=source, outcome="ok" if ok else "failed").inc()
 
     def rows(
-        self, prefix: str = "", window_s: float | None = None, only: frozenset[str] | None = None
+        self,
+        prefix: str = "",
+        window_s: float | None = None,
+        only: frozenset[str] | None = None,
+        *,
+        others_too: bool = False,
     ) -> list[SignalRow]:
         """What the governor sees now: every signal whose name starts with ``prefix``.
 
         Derived signals cover ``window_s`` (default: the configured ``signals.window_s``);
-        ``only`` limits the rows to those catalogue signals (computing nothing else).
+        ``only`` limits the rows to those catalogue signals (computing nothing else), with
+        ``others_too`` the other sources' series as well.
         """
         context = ViewContext(
             now=self._clock.monotonic(),
@@ -181,6 +187,7 @@ class SignalPlane:
             targets=self._targets,
             declared=self._declared,
             only=only,
+            others_too=others_too,
         )
         return [row for row in signal_rows(self.store, context) if row.name.startswith(prefix)]
 
