@@ -12,7 +12,7 @@ import socket
 from collections.abc import Callable, Mapping
 
 from daemon.core.clock import Clock
-from daemon.core.fleet_settings import Budget
+from daemon.core.fleet_settings import Budget, budget_slots
 from daemon.core.settings import GovernorConfig
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import EternalTask
@@ -23,6 +23,9 @@ from daemon.fleet.keys import FleetKeys
 from daemon.fleet.records import MemberRecord
 from daemon.fleet.registrar import Registrar
 from daemon.fleet.restart_slots import FleetRestartSlots
+from daemon.fleet.rollout_driver import RolloutDriver
+from daemon.fleet.rollout_state import Rollout
+from daemon.fleet.rollout_store import RolloutStore
 from daemon.sources.health import SourceState
 
 KnobsOf = Callable[[], Mapping[str, Mapping[str, float]]]
@@ -85,13 +88,26 @@ class FleetPlane:
             poll_s=section.refresh_s,
             clock=clock,
         )
+        # Group changes: rollouts in etcd, driven by whichever governor holds a rollout's
+        # driver key (bound to the registrar's lease, so a dead driver's key goes with it).
+        self.rollouts = RolloutStore(self.client, self.keys)
+        self.driver = RolloutDriver(
+            self.rollouts,
+            host=self.host,
+            lease=lambda: self.registrar.lease,
+            slots_of=self._slots_of,
+            clock=clock,
+            poll_s=section.refresh_s,
+            moved=_logged_only,
+        )
 
     def tasks(self) -> list[EternalTask]:
-        """The registrar, the freeze watch and the restart slots' keeper."""
+        """The registrar, the freeze watch, the restart slots' keeper, the rollout driver."""
         return [
             EternalTask("fleet registrar", lambda ready: self.registrar.run(ready.started)),
             EternalTask("fleet freeze watch", lambda ready: self.freezes.run(ready.started)),
             EternalTask("fleet slot keeper", lambda ready: self.slots.run(ready.started)),
+            EternalTask("fleet rollout driver", lambda ready: self.driver.run(ready.started)),
         ]
 
     def status(self) -> dict[str, object]:
@@ -122,8 +138,15 @@ class FleetPlane:
             for instance in config.vllm
         ]
 
-    def _group_of(self, instance: str) -> str:
+    def group_of(self, instance: str) -> str:
+        """The fleet group of ``instance``."""
         return self._config().fleet.group_of(instance)
+
+    def _group_of(self, instance: str) -> str:
+        return self.group_of(instance)
+
+    def _slots_of(self, group: str, size: int) -> int:
+        return budget_slots(self._budget_of(group), size)
 
     def _budget_of(self, group: str) -> Budget:
         return self._config().fleet.budget_of(group)
@@ -139,3 +162,7 @@ class FleetPlane:
     def _version(self, instance: str) -> str:
         keys = self._signals.store.keys("vllm_version_info", instance=instance)
         return (keys[-1].label("version") or "") if keys else ""
+
+
+def _logged_only(rollout: Rollout) -> None:
+    """The driver logs each line it writes; the rollout's history in etcd is its record."""

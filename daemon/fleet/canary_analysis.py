@@ -5,8 +5,9 @@ pass only if every metric passes, and the figures are recorded with the verdict 
 thread and the journal show why. Over the comparison window each side's figures are pooled
 from its servers' own counts:
 
-- SLO attainment: requests within the SLO / requests finished. Fails when the canary's is
-  more than ``max_attainment_drop`` (points) below the baseline's.
+- SLO attainment: requests whose first token came within ``ttft_slo_s`` / requests served.
+  Fails when the canary's is more than ``max_attainment_drop`` (points) below the
+  baseline's.
 - Goodput: requests within the SLO per second, per server. Fails when the canary's is more
   than ``max_goodput_drop`` (relative) below the baseline's.
 - Errors: failed requests / all requests. Fails when the canary's is more than
@@ -34,6 +35,7 @@ class CanaryRule:
         max_goodput_drop: The largest relative fall of goodput per server (0.10 is 10%).
         max_error_rate_rise: The largest rise of the error rate (0.01 is 1 point).
         min_requests: The fewest finished requests on each side for a verdict.
+        ttft_slo_s: The TTFT a request must meet to count within the SLO.
     """
 
     window_s: float = 300.0
@@ -41,6 +43,7 @@ class CanaryRule:
     max_goodput_drop: float = 0.10
     max_error_rate_rise: float = 0.01
     min_requests: int = 20
+    ttft_slo_s: float = 2.0
 
     def to_dict(self) -> dict[str, Any]:
         """The rule as a rollout carries it (every governor judges by the proposer's rule)."""
@@ -50,6 +53,7 @@ class CanaryRule:
             "max_goodput_drop": self.max_goodput_drop,
             "max_error_rate_rise": self.max_error_rate_rise,
             "min_requests": self.min_requests,
+            "ttft_slo_s": self.ttft_slo_s,
         }
 
     @classmethod
@@ -61,6 +65,7 @@ class CanaryRule:
             float(data["max_goodput_drop"]),
             float(data["max_error_rate_rise"]),
             int(data["min_requests"]),
+            float(data["ttft_slo_s"]),
         )
 
 

@@ -39,7 +39,8 @@ class RolloutDriver:
         store: The rollouts in etcd.
         host: This governor's name in the fleet.
         lease: The lease its driver keys are bound to (the registrar's; 0 while none).
-        slots_of: How many members of a group may change at once (its ``max_unavailable``).
+        slots_of: How many members of a group of a given size may change at once (its
+            ``max_unavailable`` in replicas).
         clock: The injected clock (wall time: windows span hosts).
         poll_s: How often it looks.
         moved: Told every state it wrote (the journal, the proposal's thread).
@@ -51,7 +52,7 @@ class RolloutDriver:
         *,
         host: str,
         lease: Callable[[], int],
-        slots_of: Callable[[str], int],
+        slots_of: Callable[[str, int], int],
         clock: Clock,
         poll_s: float,
         moved: Moved,
@@ -95,9 +96,11 @@ class RolloutDriver:
         """One look at every live rollout (the driver's step on each it holds or can take)."""
         for stored in await self._store.read_all():
             rollout = stored.rollout
-            if rollout.phase.finished or rollout.phase is Phase.PROPOSED:
+            if rollout.phase.finished:
                 self._drivers.pop((rollout.group, rollout.policy), None)
                 continue
+            if rollout.phase is Phase.PROPOSED:
+                continue  # a person decides (decide() may have made this governor its driver)
             try:
                 await self._drive(stored)
             except RolloutMoveError as exc:
@@ -123,7 +126,7 @@ class RolloutDriver:
             figures=await self._store.figures(rollout.group, rollout.policy),
             registered=await self._store.group_members(rollout.group),
             now=self._clock.wall(),
-            slots=self._slots_of(rollout.group),
+            slots=self._slots_of(rollout.group, len(rollout.members)),
         )
         if moved != stored.rollout:
             written = await self._write(stored, moved, driver)

@@ -50,13 +50,18 @@ class MemberActions(Protocol):
     """What a rollout's member side needs of the governor."""
 
     async def change(
-        self, instance: str, values: Mapping[str, float], reason: str
+        self, instance: str, policy: str, values: Mapping[str, float], reason: str
     ) -> MemberOutcome:
-        """Set ``values`` on ``instance`` through the normal actuation path."""
+        """Set ``values`` on ``instance`` for ``policy`` through the normal actuation path."""
         ...
 
-    async def counts(self, instance: str, since: datetime, until: datetime) -> ServerCounts | None:
-        """The server's counts over ``[since, until]``; None when unknown."""
+    async def counts(
+        self, instance: str, since: datetime, until: datetime, ttft_slo_s: float
+    ) -> ServerCounts | None:
+        """The server's counts over ``[since, until]`` (within: TTFT at most ``ttft_slo_s``).
+
+        None when unknown (no scrapes over the window).
+        """
         ...
 
 
@@ -130,12 +135,16 @@ class RolloutMember:
         reason = f"{rollout.policy}: rollout over group {rollout.group}"
         if duty is Step.APPLY:
             role = "canary" if member == rollout.canary else "member"
-            outcome = await self._actions.change(instance, rollout.changes, f"{reason} ({role})")
+            outcome = await self._actions.change(
+                instance, rollout.policy, rollout.changes, f"{reason} ({role})"
+            )
             return MemberReport(member, duty, outcome.ok, outcome.detail, outcome.previous)
         previous = answered.previous if answered is not None else {}
         if not previous:
             return MemberReport(member, duty, False, "no record of the values before the change")
-        outcome = await self._actions.change(instance, previous, f"{reason} (canary reverted)")
+        outcome = await self._actions.change(
+            instance, rollout.policy, previous, f"{reason} (canary reverted)"
+        )
         return replace(MemberReport(member, duty, outcome.ok, outcome.detail), previous=previous)
 
     async def _publish_counts(
@@ -151,7 +160,8 @@ class RolloutMember:
         for member in mine:
             if member not in compared or member in published:
                 continue
-            counts = await self._actions.counts(own[member], since, until)
+            slo = rollout.rule.ttft_slo_s
+            counts = await self._actions.counts(own[member], since, until, slo)
             if counts is not None:
                 counts = replace(counts, member=member)
                 await self._store.publish_figures(rollout.group, rollout.policy, counts)

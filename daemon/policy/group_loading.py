@@ -63,4 +63,5 @@ def canary_rule(model: CanaryModel) -> CanaryRule:
         max_goodput_drop=parse_share(model.max_goodput_drop),
         max_error_rate_rise=parse_share(model.max_error_rate_rise),
         min_requests=model.min_requests,
+        ttft_slo_s=parse_duration(model.ttft_slo),
     )

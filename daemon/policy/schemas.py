@@ -92,6 +92,10 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "and inconclusive fails.",
             (20,),
         ),
+        "ttft_slo": (
+            "The TTFT a request must meet to count within the SLO (attainment, goodput).",
+            ("1s",),
+        ),
     },
     "ActionModel": {
         "set": (

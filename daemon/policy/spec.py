@@ -201,12 +201,13 @@ class CanaryModel(_Model):
     max_goodput_drop: str | int | float = "10%"
     max_error_rate_rise: str | int | float = "1%"
     min_requests: Annotated[int, Field(ge=1, le=1_000_000)] = 20
+    ttft_slo: str | int | float = "2s"
 
-    @field_validator("window")
+    @field_validator("window", "ttft_slo")
     @classmethod
     def _is_duration(cls, value: str | int | float) -> str | int | float:
         if _duration(value) <= 0:
-            message = "the comparison window must be above zero"
+            message = "must be above zero"
             raise ValueError(message)
         return value
 

@@ -62,7 +62,7 @@ class Actions:
         self._host = host
 
     async def change(
-        self, instance: str, values: Mapping[str, float], reason: str
+        self, instance: str, policy: str, values: Mapping[str, float], reason: str
     ) -> MemberOutcome:
         member = f"{self._host}/{instance}"
         servers = self._servers
@@ -77,7 +77,9 @@ class Actions:
         servers.changes.append((member, values["max_num_seqs"]))
         return MemberOutcome(True, f"done ({reason})", previous)
 
-    async def counts(self, instance: str, since: datetime, until: datetime) -> ServerCounts:
+    async def counts(
+        self, instance: str, since: datetime, until: datetime, ttft_slo_s: float
+    ) -> ServerCounts:
         bad = self._servers.values[f"{self._host}/{instance}"]["max_num_seqs"] == BAD_SEQS
         return ServerCounts(instance, 300, 200 if bad else 285, 0, 30)
 
@@ -93,7 +95,7 @@ class Governor:
             store,
             host=host,
             lease=lambda: self.lease,
-            slots_of=lambda group: 1,
+            slots_of=lambda group, size: 1,
             clock=Clock(),
             poll_s=0.05,
             moved=self.moves.append,

@@ -70,6 +70,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+GroupDecision = Callable[[Proposal, str, bool], bool]  # proposal, by, approved -> was it a group's
+
+
+def no_group_change(proposal: Proposal, by: str, approved: bool) -> bool:
+    """Without a fleet, no proposal is a group change's."""
+    return False
+
+
 DECIDED_LISTED = 20
 MAX_FREEZE_S = 7 * 86400.0
 
@@ -110,18 +118,22 @@ class ApprovalsPlane:
         host: str | None = None,
         fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
         fleet_freezer: FleetFreezer | None = None,
+        group_decision: GroupDecision = no_group_change,
     ) -> None:
         """``lens`` shows the policies as they stand when a click comes (its re-check).
 
         ``fleet_freeze`` is the fleet's freeze: a click waits for it as for a freeze file (a
         proposal restarts a server, so an unseen fleet makes it wait too); ``fleet_freezer``
-        sets and lifts it from chat (None: this governor is in no fleet).
+        sets and lifts it from chat (None: this governor is in no fleet); ``group_decision``
+        takes a decision on a group change's proposal to its rollout (and says it did), which
+        the approved-changes runner then leaves alone.
         """
         self._config = config
         self._clock = clock
         self._actuation = actuation
         self._fleet_freeze = fleet_freeze
         self._fleet_freezer = fleet_freezer
+        self._group_decision = group_decision
         self._host = host or socket.gethostname()
         self.store = ProposalStore(state_path)
         self.lens = lens
@@ -249,7 +261,10 @@ class ApprovalsPlane:
                 "detail": outcome.message,
             },
         )
-        if outcome.apply:
+        group_change = False
+        if outcome.apply or (outcome.accepted and after.state is State.REJECTED):
+            group_change = self._group_decision(record.proposal, click.user, outcome.apply)
+        if outcome.apply and not group_change:
             self._runner.submit(record.proposal.id)
         return ClickAnswer(record.proposal.id, after.state.value, outcome.accepted, outcome.message)
 

@@ -19,11 +19,11 @@ def test_a_group_change_loads_with_its_canary_rule() -> None:
         HEAD
         + SET
         + "scope: group\ncanary: {window: 90s, max_attainment_drop: 3%, max_goodput_drop: 0.2,"
-        " max_error_rate_rise: 2%, min_requests: 50}\n"
+        " max_error_rate_rise: 2%, min_requests: 50, ttft_slo: 500ms}\n"
     )
     spec = parse_policy(text, Path("p.yaml"))
     assert spec.group_scoped
-    assert spec.canary == CanaryRule(90.0, 0.03, 0.2, 0.02, 50)
+    assert spec.canary == CanaryRule(90.0, 0.03, 0.2, 0.02, 50, 0.5)
     assert spec.action is not None
     assert spec.action.risk == "approval"  # max_num_seqs restarts the server
 
@@ -68,7 +68,7 @@ def test_an_instance_policy_is_no_group_change() -> None:
         ),
         (
             HEAD + SET + "scope: group\ncanary: {window: 0s}\n",
-            "p.yaml:5:10: canary.window: the comparison window must be above zero",
+            "p.yaml:5:10: canary.window: must be above zero",
         ),
     ],
 )
