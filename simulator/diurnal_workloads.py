@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -167,19 +168,25 @@ def batch_jobs(spec: DiurnalSpec, seed: int | None = None) -> list[Arrival]:
     A runner sends them when its window lets it; only the lengths and the priority are the
     spec's.
     """
+    return list(iter_batch_jobs(spec, seed))
+
+
+def iter_batch_jobs(spec: DiurnalSpec, seed: int | None = None) -> Iterator[Arrival]:
+    """:func:`batch_jobs` one at a time, drawn as they are taken (the same jobs, in order).
+
+    A runner that takes a few thousand jobs of a large backlog draws only those.
+    """
     backlog = spec.batch
     if backlog is None:
-        return []
+        return
     base = spec.seed if seed is None else seed
     # Reproducible simulation, not cryptography: a seeded Mersenne Twister is the point.
     prompts = random.Random(f"{base}/batch/prompt_tokens")  # noqa: S311
     outputs = random.Random(f"{base}/batch/output_tokens")  # noqa: S311
-    return [
-        Arrival(
+    for _ in range(backlog.requests):
+        yield Arrival(
             0.0,
             backlog.prompt_tokens.draw(prompts),
             backlog.output_tokens.draw(outputs),
             priority=backlog.priority,
         )
-        for _ in range(backlog.requests)
-    ]

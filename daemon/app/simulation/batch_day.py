@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 
 from daemon.app.simulation.config import BUILT_IN
@@ -36,7 +37,7 @@ from daemon.app.simulation.sandbox import Sandbox
 from daemon.core.batch_settings import BatchSection
 from daemon.core.settings import GovernorConfig
 from simulator.arrivals import Arrival
-from simulator.diurnal_workloads import DiurnalSpec, batch_jobs, online_arrivals
+from simulator.diurnal_workloads import DiurnalSpec, iter_batch_jobs, online_arrivals
 from simulator.engine import Engine
 from simulator.profiles import load_profile
 from simulator.settings import EngineSettings, SchedulingPolicy
@@ -87,8 +88,9 @@ class GovernedDay:
 class _Backlog:
     """Drops the backlog into the inbox a file at a time, and samples the lane."""
 
-    def __init__(self, jobs: Sequence[Arrival], plan: DayPlan, model: str, day: GovernedDay):
+    def __init__(self, jobs: Iterator[Arrival], plan: DayPlan, model: str, day: GovernedDay):
         self._jobs = jobs
+        self._left = True
         self._plan = plan
         self._model = model
         self._day = day
@@ -103,14 +105,17 @@ class _Backlog:
             day.lane.append((round(now, 3), exchange.in_flight))
             self._next_sample = now + plan.lane_sample_s
         dropped = day.job_files * plan.chunk_lines
-        if dropped < len(self._jobs) and dropped - exchange.sent < plan.chunk_lines // 2:
-            self._drop(sandbox.batch_inbox, day.job_files)
-            day.job_files += 1
+        if self._left and dropped - exchange.sent < plan.chunk_lines // 2:
+            self._left = self._drop(sandbox.batch_inbox, day.job_files)
+            if self._left:
+                day.job_files += 1
 
-    def _drop(self, inbox: Path, index: int) -> None:
+    def _drop(self, inbox: Path, index: int) -> bool:
+        """Drop job file ``index``; False when the backlog is used up."""
         start = index * self._plan.chunk_lines
         lines = []
-        for number, job in enumerate(self._jobs[start : start + self._plan.chunk_lines], start):
+        chunk = islice(self._jobs, self._plan.chunk_lines)
+        for number, job in enumerate(chunk, start):
             body = {
                 "model": self._model,
                 # The simulated model counts one token per id (no tokenizer).
@@ -121,8 +126,11 @@ class _Backlog:
             lines.append(json.dumps({**request, "body": body}, separators=(",", ":")))
         # Written aside and renamed in, as an inbox wants it: never seen half-written.
         written = inbox.parent / f"backlog-{index:04d}.jsonl"
+        if not lines:
+            return False
         written.write_text("\n".join(lines) + "\n", encoding="utf-8")
         written.rename(inbox / written.name)
+        return True
 
 
 def day_config(plan: DayPlan, base: GovernorConfig = BUILT_IN) -> GovernorConfig:
@@ -147,7 +155,7 @@ def govern_day(spec: DiurnalSpec, profile_name: str, plan: DayPlan) -> GovernedD
         sample_interval_s=plan.sample_interval_s,
     )
     day = GovernedDay(run)
-    backlog = _Backlog(batch_jobs(spec), plan, settings.served_model_name, day)
+    backlog = _Backlog(iter_batch_jobs(spec), plan, settings.served_model_name, day)
     how = Governing(
         duration_s=spec.duration_s,
         gated=False,
