@@ -28,3 +28,15 @@ def server() -> Iterator[RealVllm]:
         real_vllm(Path(directory), INITIAL_CONFIG) as running,
     ):
         yield running
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Keep the tier on one pytest-xdist worker, in file order (``scripts/test`` runs two).
+
+    Another worker would start a second real vLLM for itself (the fixture is per process), and
+    two of them would fight over the two cores; in file order, the tests that only read the
+    server still run before the ones that restart it. (Marked as each test is collected:
+    xdist reads the group before a conftest's ``pytest_collection_modifyitems`` runs.)
+    """
+    if item.path.is_relative_to(Path(__file__).parent):
+        item.add_marker(pytest.mark.xdist_group("real_vllm"))
