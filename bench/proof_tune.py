@@ -28,6 +28,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ from daemon.app.simulation.session import Session, simulate
 from daemon.app.simulation.tallies import RunTally
 from daemon.core.settings import Envelope
 from daemon.shipped import default_pack
+from simulator.profiles import load_profile
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS_DIR = ROOT / "simulator" / "workloads"
@@ -216,6 +218,22 @@ def _setting(setting: Any) -> str:
     return str(setting).removeprefix("static:")
 
 
+def with_defaults(
+    profile: str, seqs: tuple[int, ...], tokens: tuple[int, ...]
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The grid's axes with the profile's defaults on them: best-static is never below them."""
+    engine = load_profile(profile)
+    return (
+        tuple(sorted({*seqs, engine.default_max_num_seqs})),
+        tuple(sorted({*tokens, engine.default_max_num_batched_tokens})),
+    )
+
+
+def activity(results: Sequence[RunTally]) -> dict[str, int]:
+    """What the governor did over every seed, by kind (cap moves, restarts, proposals...)."""
+    return dict(Counter(event.kind for result in results for event in result.events))
+
+
 def pack_for(profile: str, scratch: Path) -> Path:
     """The default pack, its tune policies naming ``profile``, in a scratch directory.
 
@@ -250,6 +268,7 @@ def run_one(
         seqs = tuple(int(v) for v in args.grid_seqs.split(","))
     if args.grid_tokens:
         tokens = tuple(int(v) for v in args.grid_tokens.split(","))
+    seqs, tokens = with_defaults(profile, seqs, tokens)
     template = Job("", profile, None, workload.spec, 1, (policies,))
     session = Session(
         template,
@@ -266,10 +285,12 @@ def run_one(
     report["median_prediction_error"] = median_abs_error(errors)
     report["duration_s"] = duration
     report["grid_axes"] = {"max_num_seqs": list(seqs), "max_num_batched_tokens": list(tokens)}
+    report["governor_did"] = activity(tallies[GOVERNOR])
     met = goals(report, shifts=workload.shifts, duration_s=duration)
     report["goal_lines"] = [goal.line() for goal in met]
     report["wall_s"] = time.monotonic() - started
     print(table(report, duration))
+    print(f"governor, summed over seeds: {report['governor_did']}")
     print(*report["goal_lines"], sep="\n")
     print(f"({report['wall_s']:.0f} s of wall time)\n", flush=True)
     if args.plot_dir is not None:

@@ -17,6 +17,7 @@ from bench.proof_tune import (
     pack_for,
     powers_of_two_within,
     prediction_errors,
+    with_defaults,
 )
 from daemon.app.simulation.clock import EPOCH
 from daemon.app.simulation.events import REALISED, Event, EventLog
@@ -55,6 +56,8 @@ def test_the_grid_is_every_power_of_two_inside_each_envelope_and_its_bounds() ->
     seqs, tokens = envelope_grid()
     assert seqs == (32, 64, 128, 256, 512, 1024)
     assert tokens == (2048, 4096, 8192, 16384)
+    # A narrower grid still holds the profile's defaults: best-static is never below them.
+    assert with_defaults("tiny-llama-cpu", (64, 1024), (4096,)) == ((64, 128, 1024), (2048, 4096))
 
 
 def test_a_session_runs_its_own_grid_and_best_static_is_its_best_point() -> None:
@@ -154,14 +157,14 @@ def test_each_part_of_the_shifting_day_draws_its_own_lengths_at_its_own_rate() -
     arrivals = generate(spec, 1, profile="llama-3.1-8b-h100-tp1")
 
     def part(start: float) -> list[Arrival]:
-        return [a for a in arrivals if start <= a.arrived_at < start + 1200]
+        return [a for a in arrivals if start <= a.arrived_at < start + 900]
 
-    night, day, evening = part(0), part(1200), part(2400)
+    night, day, evening = part(0), part(900), part(1800)
     assert statistics.median(a.output_tokens for a in night) == pytest.approx(500, rel=0.1)
     assert statistics.median(a.prompt_tokens for a in day) == pytest.approx(4000, rel=0.1)
     assert statistics.median(a.output_tokens for a in day) == pytest.approx(60, rel=0.15)
     assert statistics.median(a.prompt_tokens for a in evening) == pytest.approx(6000, rel=0.1)
-    assert len(day) / 1200 == pytest.approx(9.0, rel=0.08)
+    assert len(day) / 900 == pytest.approx(9.0, rel=0.08)
     # The lengths come from their own streams: the arrival times do not depend on them.
     plain = generate(spec.model_copy(update={"phases": []}), 1, profile="llama-3.1-8b-h100-tp1")
     assert [a.arrived_at for a in plain] == [a.arrived_at for a in arrivals]
