@@ -4,7 +4,10 @@ A restart is a new process whose counters start at zero (as vLLM's do), so a run
 restarts is told by the lines of every process together, in the order they ran. Each line
 counts the requests that ended in this process by outcome, those that met the SLO
 (:func:`simulator.report.meets_slo`: the same rule as ``sim run``'s report) and their output
-tokens, the preemptions, the two lanes apart (``lanes``: online requests and those that met
+tokens, the preemptions, the requests and those that met the SLO per second of arrival
+(``by_arrival_second``: ``[second, requests, met]`` rows, seconds of the process's simulated
+clock, which starts when it becomes ready, so that a reader can count them per phase of the
+workload), the two lanes apart (``lanes``: online requests and those that met
 the SLO; batch requests, those completed and their output tokens; :mod:`simulator.lanes`
 says which is which), and which slice of the ``--load`` workload this process dealt with:
 arrivals ``[first, next)`` in workload order, so that the arrivals no process dealt with
@@ -39,6 +42,8 @@ class RunLedger:
         batch_requests: Requests of the batch lane.
         batch_completed: Batch requests completed.
         batch_output_tokens: Output tokens of completed batch requests.
+        arrivals_by_second: Requests by the whole second of the clock at which they arrived.
+        met_by_second: Those of them that met both objectives.
     """
 
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -50,6 +55,8 @@ class RunLedger:
     batch_requests: int = 0
     batch_completed: int = 0
     batch_output_tokens: int = 0
+    arrivals_by_second: Counter[int] = field(default_factory=Counter)
+    met_by_second: Counter[int] = field(default_factory=Counter)
 
     def observe(self, record: FinishedRequest) -> None:
         """Count one request that ended."""
@@ -58,7 +65,10 @@ class RunLedger:
         if completed:
             self.output_tokens += record.output_tokens
         met = meets_slo(record)
+        second = int(record.arrived_at)
+        self.arrivals_by_second[second] += 1
         if met:
+            self.met_by_second[second] += 1
             self.met_slo += 1
             self.good_output_tokens += record.output_tokens
         if lane_of(record.priority) is Lane.BATCH:
@@ -103,6 +113,10 @@ def summary_line(
             },
         },
         "load": load,
+        "by_arrival_second": [
+            [second, count, ledger.met_by_second[second]]
+            for second, count in sorted(ledger.arrivals_by_second.items())
+        ],
     }
 
 

@@ -1,9 +1,10 @@
 """``vllm-governor demo``: the governor retuning a simulated vLLM, live, in a few minutes.
 
-A real ``sim serve`` (8B profile) replays a burst and a wave of long outputs under ``sim
+A real ``sim serve`` (8B profile) replays traffic that doubles after 30 s under ``sim
 supervise`` (the demo's stand-in for systemd); a real ``vllm-governor run`` watches it with
 the default policy pack; proposals are answered in the terminal or automatically. It ends
-with a summary counted by the simulated server and a PNG plot. Everything stays on loopback
+with a summary counted by the simulated server, what the same traffic would have met without
+the governor (simulated in virtual time) and a PNG plot. Everything stays on loopback
 and in a temporary directory; see ``docs/demo.md``.
 """
 
@@ -16,7 +17,7 @@ from pathlib import Path
 
 from daemon.app.defaults import EXIT_FAILURE, EXIT_USAGE
 
-DEFAULT_DURATION_S = 420.0
+DEFAULT_DURATION_S = 180.0
 PLOT_NAME = "vllm-governor-demo.png"
 
 
@@ -24,11 +25,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``demo`` subcommand."""
     parser = subparsers.add_parser(
         "demo",
-        help="watch the governor retune a simulated vLLM whose step budget is too small",
+        help="watch the governor retune a simulated vLLM after its traffic shifts",
         description="Start a simulated vLLM (llama-3.1-8b-h100-tp1) replaying bursty traffic "
-        "that its max-num-batched-tokens cannot prefill in time, and the governor with the "
-        "default policy pack; answer its "
-        "proposals; end with a summary and a PNG plot. No network, GPU, Slack or Prometheus.",
+        "that doubles after 30 s, more than its max-num-batched-tokens can prefill in time, and "
+        "the governor with the default policy pack; answer its proposal (with the effect its "
+        "what-if predicts); end with the measured effect against the prediction, what the same "
+        "traffic would have met without the governor, and a PNG plot. No network, GPU, Slack "
+        "or Prometheus.",
     )
     parser.add_argument(
         "--duration",
@@ -36,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         default=DEFAULT_DURATION_S,
         metavar="SECONDS",
         help=f"length of the workload (default {DEFAULT_DURATION_S:g}; at least the time the "
-        "pack needs to act: 300 for the default pack, whose ttft-queue waits 3 minutes)",
+        "story needs: 178 s with the default pack)",
     )
     parser.add_argument(
         "--approve",

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from daemon.app.demo.scenario import LOADING_S, PROFILE, SHUTDOWN_TIMEOUT_S, Paths
+from daemon.app.demo.scenario import LOADING_S, SHUTDOWN_TIMEOUT_S, Paths
 from daemon.core.errors import GovernorError
 
 # The server drains for up to SHUTDOWN_TIMEOUT_S on SIGTERM and then closes its HTTP side
@@ -108,7 +108,7 @@ def cli(*arguments: str) -> list[str]:
 def supervised_sim_command(paths: Paths, origin: float) -> list[str]:
     """``sim supervise`` keeping ``sim serve`` alive with the demo's workload and files."""
     serve = cli(
-        "sim", "serve", "--config", str(paths.vllm_yaml), "--profile", PROFILE,
+        "sim", "serve", "--config", str(paths.vllm_yaml), "--profile", str(paths.profile),
         "--loading-s", f"{LOADING_S:g}", "--load", str(paths.workload),
         "--load-origin", f"{origin:.3f}", "--summary", str(paths.sim_summary),
     )  # fmt: skip

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from daemon.approvals.errors import ProposalError
+from daemon.approvals.forecast import Forecast
 from daemon.core.actuation import JournalState
 
 # A change's journal step, as a newcomer would say what is going on.
@@ -134,3 +136,25 @@ def restart_cost(timings: dict[str, Any]) -> str | None:
         f"the restart took {restart + waited:.0f} s without taking new requests "
         f"(draining and stopping {restart:.0f} s, loading {waited:.0f} s)"
     )
+
+
+def forecast_line(proposal: dict[str, Any]) -> str | None:
+    """What a tuned proposal's what-if predicts, in words; None for a proposal without one."""
+    raw = proposal.get("forecast")
+    if not raw:
+        return None
+    try:
+        forecast = Forecast.from_json(raw)
+    except ProposalError:
+        return None
+    return (
+        f"the what-if {forecast.effect_text()}; it {forecast.cost_text()}; "
+        f"from {forecast.workload_text()}"
+    )
+
+
+def realised_line(decision: dict[str, Any]) -> str:
+    """A tuned change's measured effect against its prediction, as the governor told it."""
+    details = decision.get("details") or {}
+    text = details.get("text")
+    return f"measured: {text}" if text else f"measured: {decision.get('policy')}: no details"

@@ -8,13 +8,16 @@ Six panels over the run's time, sharing the x axis, each with one y axis and its
    ticks in plain seconds);
 4. SLO attainment over time: the share of first tokens within the TTFT SLO per 30 s window
    (from the server's TTFT histogram, :mod:`~daemon.app.demo.first_tokens`), and each server
-   process's attainment as the server counted it (of the requests it completed);
+   process's attainment as the server counted it (of the requests it completed), and per
+   act of the workload the share of its arrivals that met the SLO with the governor (this
+   run) and without it (the same workload on the starting settings, in virtual time);
 5. KV cache use, with preemptions per second only when there were any;
 6. the ``max-num-batched-tokens`` being served.
 
 Every panel shades the time the server was down for a restart and marks the proposal and the
-answer; the top panel names them (a proposal answered within seconds is one mark). The title
-states the outcome: SLO attainment before and after the change. matplotlib is imported here
+answer; the top panel names them (a proposal answered within seconds is one mark) and the
+acts. The title states the outcome: SLO attainment before and after the change, and in the
+last act with and without the governor. matplotlib is imported here
 only, with the Agg backend: no display is needed.
 """
 
@@ -86,6 +89,7 @@ def figure_of(
     load.plot(times, [offered_load(arrival_times, t) for t in times], color="tab:blue")
     load.set_ylabel("requests/s")
     load.set_title("offered load: arrivals per second (10 s window)", fontsize=10)
+    act_names(load, summary.get("acts", []))
 
     queue.plot(times, _series(samples, "running"), color="tab:green", label="running")
     queue.plot(times, _series(samples, "waiting"), color="tab:red", label="waiting")
@@ -168,6 +172,7 @@ def _slo_panel(axis: Any, samples: Sequence[Sample], summary: dict[str, Any]) ->
             ha="center",
             fontsize=9,
         )
+    _act_bars(axis, summary.get("acts", []))
     axis.set_ylim(0, 105)
     axis.set_ylabel("% of requests")
     axis.legend(loc="lower left", fontsize=8)
@@ -288,6 +293,36 @@ def event_marks(
     return sorted(marks)
 
 
+def _act_bars(axis: Any, acts: Sequence[dict[str, Any]]) -> None:
+    """Per act: its arrivals that met the SLO, with the governor and without it."""
+    for index, act in enumerate(acts):
+        start, end = act["from_s"], act["to_s"]
+        if index:
+            axis.axvline(start, color="grey", linestyle=":", linewidth=1)
+        for key, colour, style, label in (
+            ("with_governor", "tab:green", "-", "with the governor, per act (of its arrivals)"),
+            ("without_governor", "tab:red", "--", "without it, per act (virtual time)"),
+        ):
+            share = (act.get(key) or {}).get("slo_attainment")
+            if share is None:
+                continue
+            axis.hlines(
+                share * 100, start, end, color=colour, linestyle=style, linewidth=1.5,
+                label=label if index == 0 else None,
+            )  # fmt: skip
+
+
+def act_names(axis: Any, acts: Sequence[dict[str, Any]]) -> None:
+    """The acts' names along the top panel, each at its start, and a line where it begins."""
+    for index, act in enumerate(acts):
+        if index:
+            axis.axvline(act["from_s"], color="grey", linestyle=":", linewidth=1)
+        axis.annotate(
+            act["name"], (act["from_s"], 0), xycoords=("data", "axes fraction"),
+            xytext=(3, 3), textcoords="offset points", fontsize=8, color="grey",
+        )  # fmt: skip
+
+
 def _title(summary: dict[str, Any]) -> str:
     attainment = summary.get("slo_attainment")
     head = (
@@ -296,12 +331,20 @@ def _title(summary: dict[str, Any]) -> str:
         f"SLO attainment {_share(attainment)} over the run"
     )
     comparison = summary.get("after_vs_before")
-    if comparison is None:
-        return head
-    return (
-        f"{head}\nafter the change the server met the SLO for {_share(comparison['after'])} "
-        f"of the requests it completed, against {_share(comparison['before'])} before"
-    )
+    if comparison is not None:
+        head += (
+            f"\nafter the change the server met the SLO for {_share(comparison['after'])} "
+            f"of the requests it completed, against {_share(comparison['before'])} before"
+        )
+    acts = summary.get("acts") or []
+    if acts and acts[-1].get("without_governor"):
+        last = acts[-1]
+        head += (
+            f"\n{last['name']}: {_share(last['with_governor']['slo_attainment'])} of its "
+            f"arrivals met the SLO with the governor, "
+            f"{_share(last['without_governor']['slo_attainment'])} without it"
+        )
+    return head
 
 
 def _share(value: float | None) -> str:

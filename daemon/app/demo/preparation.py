@@ -1,4 +1,4 @@
-"""The demo's files, written before anything starts: workload, vLLM YAML, config.toml.
+"""The demo's files, written before anything starts: workload, vLLM YAML, pack, config.toml.
 
 The generated config.toml is validated here with the governor's own loader, so that a broken
 one is an error naming its problems rather than a daemon that exits at start.
@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.app.demo.children import DemoError
+from daemon.app.demo.pack_timing import Retimed, write_demo_pack, write_demo_profile
 from daemon.app.demo.scenario import (
+    LOADING_S,
+    PROFILE,
+    SHUTDOWN_TIMEOUT_S,
     Paths,
     governor_config,
     scaled_workload,
@@ -24,7 +28,7 @@ from simulator.synthetic_workloads import WorkloadSpec
 
 # The verification window at the default duration; it scales with --duration, from 10 s.
 VERIFY_WINDOW_S = 30.0
-DEFAULT_DURATION_S = 420.0
+DEFAULT_DURATION_S = 180.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,11 +39,13 @@ class Prepared:
         spec: The workload, scaled to the duration.
         arrival_times: Its arrivals' times (seconds from its time 0), sorted.
         sim_port: The port the simulated server listens on.
+        retimed: What the demo's copy of the pack changed of the story's policy, if any.
     """
 
     spec: WorkloadSpec
     arrival_times: list[float]
     sim_port: int
+    retimed: Retimed | None
 
 
 def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
@@ -52,9 +58,11 @@ def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
     arrivals = write_workload(spec, paths.workload)
     sim_port, metrics_port = free_port(), free_port()
     write_vllm_yaml(paths.vllm_yaml, sim_port)
+    write_demo_profile(PROFILE, paths.profile, restart_s=SHUTDOWN_TIMEOUT_S + LOADING_S)
+    retimed = write_demo_pack(policies, paths.pack, paths.profile)
     text = governor_config(
         paths,
-        policies=policies,
+        policies=paths.pack,
         sim_port=sim_port,
         metrics_port=metrics_port,
         verify_window_s=max(10.0, VERIFY_WINDOW_S * duration_s / DEFAULT_DURATION_S),
@@ -66,7 +74,7 @@ def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
         problems = "; ".join(issue.render() for issue in exc.issues)
         message = f"the demo's generated config is invalid: {problems}"
         raise DemoError(message) from exc
-    return Prepared(spec, [arrival.arrived_at for arrival in arrivals], sim_port)
+    return Prepared(spec, [arrival.arrived_at for arrival in arrivals], sim_port, retimed)
 
 
 def free_port() -> int:

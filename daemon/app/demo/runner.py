@@ -19,6 +19,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from daemon.app.demo.acts import acts, with_governor, without_governor
 from daemon.app.demo.approver import Approver, Mode
 from daemon.app.demo.children import (
     Children,
@@ -40,9 +41,10 @@ from daemon.app.demo.scenario import (
     STARTING_MAX_NUM_SEQS,
     Paths,
 )
-from daemon.app.demo.summary import render, summarise
+from daemon.app.demo.summary import render, request_counts, summarise
 from daemon.app.demo.view import LiveView, PlainView, View
 from daemon.app.demo.watch import Watch
+from simulator.synthetic_workloads import WorkloadSpec
 
 
 class Interrupted(Exception):
@@ -72,6 +74,8 @@ def run(options: Options, scratch: Path, say: Any) -> int:
     spec, arrival_times, sim_port = prepared.spec, prepared.arrival_times, prepared.sim_port
     origin = time.time() + START_MARGIN_S
     say(f"files, sockets and logs in {scratch}; the default pack from {options.policies}")
+    if prepared.retimed is not None:
+        say(f"on the demo's clock: {prepared.retimed.line()}")
     children = Children()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     interrupted = False
@@ -136,6 +140,7 @@ def run(options: Options, scratch: Path, say: Any) -> int:
         arrival_times=arrival_times,
         context=context,
         say=say,
+        spec=spec,
     )
     return 130 if interrupted else 0
 
@@ -176,10 +181,30 @@ def _finish(
     arrival_times: list[float],
     context: dict[str, Any],
     say: Any,
+    spec: WorkloadSpec,
 ) -> None:
     lines = _summary_lines(paths.sim_summary)
     observed = sampler.observed
     final_states = {str(p.get("id")): str(p.get("state")) for p in observed.proposals}
+    counts = request_counts(lines, ended_at)
+    static = None
+    if not context["interrupted"]:  # an interrupted run has no acts to compare
+        say("simulating the same workload without the governor, in virtual time")
+        static = without_governor(
+            paths.workload,
+            PROFILE,
+            spec.seed,
+            STARTING_MAX_NUM_SEQS,
+            STARTING_MAX_NUM_BATCHED_TOKENS,
+        )
+    governed = with_governor(
+        lines,
+        origin=origin,
+        arrival_times=arrival_times,
+        phases=spec.phases,
+        arrived=counts["arrived"],
+        in_flight_at_end=counts["in_flight_at_end"],
+    )
     summary = summarise(
         lines,
         origin=origin,
@@ -188,6 +213,8 @@ def _finish(
         actions=observed.actuations,
         final_states=final_states,
         context=context,
+        realised=observed.realised,
+        acts=[] if static is None else acts(spec.phases, governed, static),
     )
     say("summary (counted by the simulated server itself):")
     for line in render(summary):

@@ -60,6 +60,9 @@ class Observed:
     actuations: list[dict[str, Any]] = field(default_factory=list)
     # Each policy's state per target (``status``): a pending one says when it will act.
     policies: list[dict[str, Any]] = field(default_factory=list)
+    # The ``realised`` decisions seen (a tuned change's measured effect against its prediction),
+    # oldest first: ``status`` lists only the newest decisions, so each is kept once seen.
+    realised: list[dict[str, Any]] = field(default_factory=list)
     last_error: str = ""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -127,12 +130,14 @@ class Sampler(threading.Thread):
         state = None
         values: dict[str, float | None] = dict.fromkeys(SIGNALS)
         proposals = actuations = policies = None
+        decisions: list[dict[str, Any]] = []
         error = ""
         try:
             status = call_daemon(self._socket, "status", timeout_s=2.0)
             state = status.get("state")
             actuations = status.get("actuations", [])
             policies = status.get("policies", [])
+            decisions = status.get("recent_decisions", [])
             values = signal_values(call_daemon(self._socket, "signals", timeout_s=2.0)["signals"])
             proposals = call_daemon(self._socket, "proposals", timeout_s=2.0)["proposals"]
         except ControlError as exc:
@@ -149,6 +154,9 @@ class Sampler(threading.Thread):
                 observed.actuations = actuations
             if policies is not None:
                 observed.policies = policies
+            for decision in reversed(decisions):  # newest first in status
+                if decision.get("kind") == "realised" and decision not in observed.realised:
+                    observed.realised.append(decision)
 
     def _serving(self) -> tuple[int | None, FirstTokens | None]:
         """The serving process's tuned option (read again from the YAML on a restart), TTFTs."""

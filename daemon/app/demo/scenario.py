@@ -1,16 +1,16 @@
 """What the demo runs: the workload, the starting vLLM YAML, the governor's configuration.
 
-The story, in the shipped workload's seven minutes (``simulator/workloads/demo-*.yaml``):
-bursty conversation traffic at 13 requests/s against a vLLM whose step budget
-(``max-num-batched-tokens: 256``) prefills too few prompt tokens per step for it. Requests
-queue, TTFT P95 stays above the 2 s SLO with nothing preempted and TPOT far inside its SLO,
-and the default pack's ``ttft-queue`` proposes a quarter more (256 -> 320); once approved,
-the governor writes the YAML, restarts the server through the demo's stand-in for systemd
-(``sim supervise``; the server drains what it holds for up to ``shutdown-timeout``), waits
-for it, and verifies the change. A shorter or longer ``--duration`` scales the workload's
-times; the policies' own durations (``for: 3m``) do not scale, so a duration too short for
-the story's policy to act is refused (:func:`minimum_duration_s`: five minutes with the
-default pack).
+The story, in the shipped workload's three minutes (``simulator/workloads/demo-*.yaml``):
+conversation traffic arriving in clumps doubles from 6.5 to 13 requests/s after 30 s, against
+a vLLM whose step budget (``max-num-batched-tokens: 256``) is enough before the shift and
+prefills too few prompt tokens per step after it. Requests queue, TTFT P95 passes the 2 s SLO
+with nothing preempted and TPOT far inside its SLO, and the pack's ``ttft-queue`` asks its
+what-if, which proposes a larger budget with the effect it predicts; once approved, the
+governor writes the YAML, restarts the server through the demo's stand-in for systemd (``sim
+supervise``; the server drains what it holds for up to ``shutdown-timeout``), waits for it,
+verifies the change and measures its effect against the prediction. The story's policy runs on
+the demo's clock (:mod:`~daemon.app.demo.pack_timing`). A longer ``--duration`` scales the
+workload's times; a duration too short for the story is refused (:func:`minimum_duration_s`).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from daemon.app.demo.pack_timing import DEMO_FOR_S, DEMO_WINDOW_S, story_policy
 from daemon.policy.loading import load_policies
 from daemon.shipped import default_pack
 from simulator.arrivals import Arrival
@@ -31,7 +32,7 @@ from simulator.shipped import WORKLOAD_DIR
 from simulator.synthetic_workloads import WorkloadSpec, generate, load_workload
 
 DEFAULT_PACK = default_pack()
-WORKLOAD = WORKLOAD_DIR / "demo-prefill-budget.yaml"
+WORKLOAD = WORKLOAD_DIR / "demo-traffic-shift.yaml"
 PROFILE = "llama-3.1-8b-h100-tp1"
 INSTANCE = "main"
 # The serving process starts in seconds (the real 8B engine takes about a minute warm).
@@ -45,7 +46,7 @@ STARTING_MAX_NUM_SEQS = 64
 TUNED_OPTION = "max-num-batched-tokens"
 TUNED_KNOB = "max_num_batched_tokens"
 # A small step budget, as set to keep TPOT low: decode tokens share it, so too few prompt
-# tokens are prefilled per step for the workload's 13 requests/s.
+# tokens are prefilled per step once the workload doubles to 13 requests/s.
 STARTING_MAX_NUM_BATCHED_TOKENS = 256
 # The workload's time 0 is this long after the demo starts: both children are up by then.
 START_MARGIN_S = 10.0
@@ -53,12 +54,12 @@ START_MARGIN_S = 10.0
 # TPOT <= 100 ms, a common interactive-chat target; an operator sets their own.
 TTFT_SLO_S = 2.0
 TPOT_SLO_S = 0.100
-# The policy whose story the demo tells.
-STORY_POLICY = "ttft-queue"
-# Besides the policy's own `for`: about 40 s for the queue to build and TTFT P95 over its
-# 60 s window to pass the SLO, then the answer, the restart (13 s) and a minute of serving
-# with the new settings, so that the after of the before/after is more than a glimpse.
-MARGIN_S = 120.0
+# Besides the story policy's own `for` and window: the shift at 30 s, ~20 s for the queue to
+# build and TTFT P95 over its 60 s window to pass the SLO, ~35 s for the what-if, the answer
+# and the restart (drain and loading), then the restart's predicted downtime before the effect's
+# window starts, and 30 s of slack (the governor looks at tuned changes every 5 s; a loaded
+# two-core machine slows every step of the story).
+MARGIN_S = 30.0 + 20.0 + 35.0 + SHUTDOWN_TIMEOUT_S + LOADING_S + 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,16 @@ class Paths:
     def vllm_yaml(self) -> Path:
         """The served model's ``--config`` YAML, which the governor edits."""
         return self.scratch / "vllm.yaml"
+
+    @property
+    def pack(self) -> Path:
+        """The demo's copy of the policy pack (the story's policy on the demo's clock)."""
+        return self.scratch / "policies"
+
+    @property
+    def profile(self) -> Path:
+        """The demo's engine profile: the shipped one, restarted as the demo's server is."""
+        return self.scratch / "profile.yaml"
 
     @property
     def workload(self) -> Path:
@@ -123,6 +134,18 @@ def scaled_workload(duration_s: float) -> WorkloadSpec:
         )
         for burst in spec.bursts
     ]
+    ramps = [
+        ramp.model_copy(
+            update={"start_s": ramp.start_s * factor, "duration_s": ramp.duration_s * factor}
+        )
+        for ramp in spec.ramps
+    ]
+    phases = [
+        phase.model_copy(
+            update={"start_s": phase.start_s * factor, "duration_s": phase.duration_s * factor}
+        )
+        for phase in spec.phases
+    ]
     long_outputs = spec.long_outputs
     if long_outputs is not None:
         window = long_outputs.duration_s
@@ -133,26 +156,45 @@ def scaled_workload(duration_s: float) -> WorkloadSpec:
             }
         )
     return spec.model_copy(
-        update={"duration_s": duration_s, "bursts": bursts, "long_outputs": long_outputs}
+        update={
+            "duration_s": duration_s,
+            "bursts": bursts,
+            "ramps": ramps,
+            "phases": phases,
+            "long_outputs": long_outputs,
+        }
     )
 
 
 def minimum_duration_s(policies: Path) -> tuple[float, str]:
-    """The shortest ``--duration`` in which the pack can act, and why, in words.
+    """The shortest ``--duration`` in which the story can be told, and why, in words.
 
-    The story's policy (``ttft-queue``) sets it when the pack has it; else the acting policy
-    that waits least. A pack that cannot act at all asks only for the margin.
+    With the story's policy (``ttft-queue``), on the demo's clock: its ``for``, its window when
+    it tunes (the effect is measured over as long once the change is in force; the traffic it
+    replays before is what ran during the margin) and the margin.
+    Without it, the acting policy that waits least and the margin; a pack that cannot act at
+    all asks only for the margin.
     """
     specs = load_policies([policies]).specs
     acting = [spec for spec in specs if spec.action is not None and not spec.shadow]
-    story = next((spec for spec in acting if spec.name == STORY_POLICY), None)
-    chosen = story or min(acting, key=lambda spec: spec.for_s, default=None)
+    story = story_policy(specs)
+    if story is not None:
+        tunes = story.action is not None and story.action.tune is not None
+        wait = DEMO_FOR_S + (DEMO_WINDOW_S if tunes else 0.0)
+        why = (
+            f"{story.name} acts in the demo once its condition has held for {DEMO_FOR_S:g} s"
+            + (f", then measures its effect over {DEMO_WINDOW_S:g} s" if tunes else "")
+            + f", and the shift, the queue building up, the answer, the restart and the "
+            f"governor's check take about {MARGIN_S:g} s more"
+        )
+        return wait + MARGIN_S, why
+    chosen = min(acting, key=lambda spec: spec.for_s, default=None)
     if chosen is None:
         return MARGIN_S, "the pack has no policy that acts"
     why = (
         f"{chosen.name} acts only after its condition has held for {chosen.for_s:g} s, "
-        f"and the queue building up, the answer, the restart and a minute of serving after it "
-        f"take about {MARGIN_S:g} s more"
+        f"and the shift, the queue building up, the answer and the restart take about "
+        f"{MARGIN_S:g} s more"
     )
     return chosen.for_s + MARGIN_S, why
 

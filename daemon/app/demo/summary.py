@@ -162,6 +162,8 @@ def summarise(
     actions: Sequence[dict[str, Any]],
     final_states: dict[str, str],
     context: dict[str, Any],
+    realised: Sequence[dict[str, Any]] = (),
+    acts: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """The summary (``--json``): requests, SLO attainment, goodput, restarts, actions.
 
@@ -174,6 +176,9 @@ def summarise(
         final_states: Each proposal's state at the end, by id (answers hold the state just
             after the answer: ``approved``, before the change ran).
         context: Keys copied as they are (profile, workload, duration, approve mode...).
+        realised: The ``realised`` decisions of tuned changes (measured against the
+            prediction), oldest first.
+        acts: Each act with the governor and without it (:mod:`~daemon.app.demo.acts`).
     """
     counts = request_counts(lines, ended_at)
     spans = processes(lines, origin, counts["in_flight_at_end"])
@@ -203,9 +208,12 @@ def summarise(
                 "accepted": answer.accepted,
                 "state": final_states.get(str(answer.proposal.get("id")), answer.state),
                 "reason": answer.reason,
+                "prediction": answer.proposal.get("forecast"),
             }
             for answer in answers
         ],
+        "realised": [_realised(decision) for decision in realised],
+        "acts": list(acts),
         "actions": [
             {
                 key: action.get(key)
@@ -253,7 +261,65 @@ def render(summary: dict[str, Any]) -> list[str]:
         )
     if not summary["proposals"] and not summary["actions"]:
         lines.append("  the governor proposed and changed nothing")
+    lines.extend(_prediction_lines(summary))
+    lines.extend(act_lines(summary.get("acts", [])))
     return lines
+
+
+def act_lines(acts: Sequence[dict[str, Any]]) -> list[str]:
+    """Each act: SLO attainment with the governor (this run) and without it (virtual time)."""
+    if not acts:
+        return []
+    lines = [
+        "per act, SLO attainment with the governor (this run) and without it (the same "
+        "workload on the starting settings, simulated in virtual time):"
+    ]
+    for act in acts:
+        with_, without = act["with_governor"], act["without_governor"]
+        lines.append(
+            f"  {act['name']} ({clock(act['from_s'])}-{clock(act['to_s'])}): "
+            f"{_share(with_['slo_attainment'])} of {with_['arrived']} requests with the "
+            "governor, "
+            + (
+                "- without (not simulated)"
+                if without is None
+                else f"{_share(without['slo_attainment'])} of {without['arrived']} without"
+            )
+        )
+    return lines
+
+
+def _prediction_lines(summary: dict[str, Any]) -> list[str]:
+    """What each tuned change was predicted to do, and what it was measured to do."""
+    lines = []
+    for proposal in summary["proposals"]:
+        forecast = proposal.get("prediction")
+        if forecast:
+            now, after = forecast["now"], forecast["after"]
+            lines.append(
+                f"  predicted for {proposal['change']}: SLO attainment "
+                f"{_share(now['slo_attainment'])} -> {_share(after['slo_attainment'])}, goodput "
+                f"{now['goodput_rps']:.2f} -> {after['goodput_rps']:.2f} req/s"
+            )
+    for realised in summary.get("realised", []):
+        lines.append(f"  measured: {realised['text']}")
+    if any(p.get("prediction") for p in summary["proposals"]) and not summary.get("realised"):
+        lines.append("  the change's effect was not measured before the demo ended")
+    return lines
+
+
+def _realised(decision: dict[str, Any]) -> dict[str, Any]:
+    """A ``realised`` decision as the summary keeps it: predicted, realised, the error."""
+    details = decision.get("details") or {}
+    return {
+        "policy": decision.get("policy"),
+        "target": decision.get("target"),
+        "text": details.get("text"),
+        **{
+            key: details.get(key)
+            for key in ("predicted", "realised", "goodput_error", "comparable", "quarantined")
+        },
+    }
 
 
 def outcome_lines(summary: dict[str, Any]) -> list[str]:

@@ -19,6 +19,8 @@ from daemon.app.demo.narration import (
     Waiting,
     answer_line,
     change_line,
+    forecast_line,
+    realised_line,
     restart_cost,
     waiting_lines,
 )
@@ -56,6 +58,7 @@ class Watch:
         self._children = children
         self._asker = asker
         self._seen_proposals: set[str] = set()
+        self._told_realised = 0
         self._actions: dict[Any, str] = {}
         self._serving: int | None = STARTING_MAX_NUM_BATCHED_TOKENS
         self._waiting: set[tuple[str, str, str]] = set()
@@ -83,7 +86,11 @@ class Watch:
             proposals = list(observed.proposals)
             actuations = list(observed.actuations)
             policies = list(observed.policies)
+            realised = list(observed.realised)
         sample = samples[-1] if samples else None
+        for decision in realised[self._told_realised :]:
+            self._view.event(t, realised_line(decision))
+        self._told_realised = len(realised)
         waiting = waiting_lines(policies, self._origin, t, end=self._duration_s)
         self._tell(t, proposals, actuations, sample, waiting)
         pending = {str(p.get("id")): p for p in proposals if p.get("state") == "pending"}
@@ -160,6 +167,8 @@ class Watch:
             if key not in self._seen_proposals:
                 self._seen_proposals.add(key)
                 self._view.event(t, f"proposal {key}: {describe(proposal)}")
+                if prediction := forecast_line(proposal):
+                    self._view.event(t, prediction)
         for action in actions:
             text = change_line(action)
             if self._actions.get(action.get("id")) != text:

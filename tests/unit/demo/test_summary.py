@@ -120,7 +120,7 @@ def test_summary_rates_are_over_the_run_and_restarts_are_the_processes_after_the
         {"id": "p1", "made_at_s": -10.0, "at_s": 95.0,
          "change": "kv-thrash on main: max_num_seqs 48 -> 36",
          "answer": "approve", "accepted": True, "state": "verified",
-         "reason": "approved by unix:me"}
+         "reason": "approved by unix:me", "prediction": None}
     ]  # fmt: skip
     assert summary["actions"][0]["state"] == "done"
     assert summary["workload"] == "w"

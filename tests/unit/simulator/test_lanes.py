@@ -85,3 +85,16 @@ def test_a_process_summary_counts_the_lanes_apart() -> None:
         "batch": {"requests": 2, "completed": 1, "output_tokens": 40},
     }
     assert line["met_slo"] == 2  # all requests, as before
+
+
+def test_a_process_summary_counts_requests_by_the_second_they_arrived() -> None:
+    # The demo counts each act of its workload from these rows (issue 16, the demo).
+    ledger = RunLedger()
+    for record in (
+        _record(0.2, 1.0, 0),
+        _record(0.9, 1.0, 0, ttft_s=5.0),
+        _record(3.5, 4.0, 0, outcome=Outcome.REJECTED, ttft_s=None, tpot_s=None),
+    ):
+        ledger.observe(record)
+    line = summary_line(ledger, settings={}, ready_at=0.0, stopped_at=4.0, preemptions=0, load=None)
+    assert line["by_arrival_second"] == [[0, 2, 1], [3, 1, 0]]

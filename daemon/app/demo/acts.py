@@ -1,0 +1,97 @@
+"""Each act of the demo with the governor, as the server counted it, and without it.
+
+*With* is the run itself: each server process writes, per second of its own clock (which
+starts when it becomes ready), how many requests arrived and how many met the SLO
+(``by_arrival_second`` in ``sim serve --summary``'s line), so a request falls into the act of
+its arrival; the arrivals that fell while no process served are in the act of their due time
+and count as missed, the requests the end cut off are not judged (as in the run's totals).
+*Without* is the same workload, the same seed, on the same engine profile with the starting
+settings and nobody changing them, simulated in virtual time after the run
+(:func:`daemon.app.simulation.runs.execute`, the machinery of ``vllm-governor simulate``):
+what would have happened had the governor not been there. An act is one of the workload's
+named phases.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from daemon.app.simulation.runs import Job, execute, static_name
+from simulator.synthetic_workloads import NamedPhase
+
+
+def without_governor(
+    workload: Path, profile: str, seed: int, max_num_seqs: int, max_num_batched_tokens: int
+) -> list[dict[str, Any]]:
+    """Per phase of ``workload``: arrived, met the SLO, on the starting settings throughout."""
+    job = Job(
+        controller=static_name(max_num_seqs, max_num_batched_tokens),
+        profile=profile,
+        trace=None,
+        spec=workload,
+        seed=seed,
+    )
+    return [{"arrived": p.total, "met_slo": p.good} for p in execute(job).phases]
+
+
+def with_governor(
+    lines: Sequence[dict[str, Any]],
+    *,
+    origin: float,
+    arrival_times: Sequence[float],
+    phases: Sequence[NamedPhase],
+    arrived: int,
+    in_flight_at_end: int,
+) -> list[dict[str, Any]]:
+    """Per phase: the arrivals due in it (of the ``arrived`` first) and those that met the SLO.
+
+    The last phase's judged arrivals leave out what the end cut off, as the run's totals do.
+    """
+    starts = [phase.start_s for phase in phases]
+    met = [0] * len(phases)
+    for line in lines:
+        ready_at = line.get("ready_at")
+        if ready_at is None:
+            continue
+        for second, _, good in line.get("by_arrival_second", []):
+            # The middle of the second, in the workload's time.
+            index = bisect.bisect_right(starts, ready_at + second + 0.5 - origin) - 1
+            met[max(0, index)] += good
+    due = [0] * len(phases)
+    for at in arrival_times[:arrived]:
+        due[max(0, bisect.bisect_right(starts, at) - 1)] += 1
+    if due:
+        due[-1] -= in_flight_at_end
+    return [{"arrived": n, "met_slo": good} for n, good in zip(due, met, strict=True)]
+
+
+def acts(
+    phases: Sequence[NamedPhase],
+    governed: Sequence[dict[str, Any]],
+    static: Sequence[dict[str, Any]] | None,
+) -> list[dict[str, Any]]:
+    """The acts side by side: SLO attainment with the governor and without it (None: unknown)."""
+    rows = []
+    for index, phase in enumerate(phases):
+        with_ = governed[index]
+        without = static[index] if static is not None and index < len(static) else None
+        rows.append(
+            {
+                "name": phase.name,
+                "from_s": phase.start_s,
+                "to_s": phase.start_s + phase.duration_s,
+                "with_governor": {**with_, "slo_attainment": _share(with_)},
+                "without_governor": (
+                    None if without is None else {**without, "slo_attainment": _share(without)}
+                ),
+            }
+        )
+    return rows
+
+
+def _share(counts: dict[str, Any]) -> float | None:
+    arrived = counts["arrived"]
+    return counts["met_slo"] / arrived if arrived > 0 else None

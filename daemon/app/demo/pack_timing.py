@@ -1,0 +1,112 @@
+"""The demo's copy of the policy pack: the story's policy on a clock that fits three minutes.
+
+The pack's ``ttft-queue`` waits 3 minutes before it acts, replays the last 10 minutes of
+traffic in its what-if and, after an approved change, measures the effect over as long again:
+half an hour of story. The demo runs a copy of the pack in its temporary directory in which
+that one policy waits :data:`DEMO_FOR_S` and looks back :data:`DEMO_WINDOW_S`, and says so when
+it starts; every other policy, and everything else about this one (its condition, its knobs,
+``min_gain``, cooldown, risk), is the pack's. The policy's what-if also simulates the demo's
+server as it really is: the demo's engine profile (:func:`write_demo_profile`), whose restart
+costs the drain and the few seconds of loading of the simulated server, not the minute of a
+real 8B engine, so that the restart the proposal prices is the one the demo then measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from daemon.policy.loading import load_policies
+from daemon.policy.spec import PolicySpec
+from simulator.shipped import PROFILE_DIR
+
+STORY_POLICY = "ttft-queue"
+"""The policy whose story the demo tells: TTFT breaks the SLO because requests queue."""
+DEMO_FOR_S = 15.0
+"""How long its condition must hold in the demo (the pack's: 3 minutes)."""
+DEMO_WINDOW_S = 35.0
+"""The traffic its what-if replays, and the window its effect is measured over, in the demo."""
+
+
+@dataclass(frozen=True, slots=True)
+class Retimed:
+    """What the demo's copy changed of the story's policy, to tell the user.
+
+    Attributes:
+        policy: The policy's name.
+        for_s: Its ``for`` in the pack.
+        window_s: Its tune ``window`` in the pack; None when it does not tune.
+    """
+
+    policy: str
+    for_s: float
+    window_s: float | None
+
+    def line(self) -> str:
+        """One sentence: what runs on the demo's clock, and what is as shipped."""
+        cut = f"waits {DEMO_FOR_S:g} s instead of {self.for_s:g} s"
+        if self.window_s is not None:
+            cut += f" and looks back {DEMO_WINDOW_S:g} s instead of {self.window_s:g} s"
+        return (
+            f"{self.policy} {cut}, so that its story fits in three minutes; every other "
+            "setting of it and every other policy is the pack's"
+        )
+
+
+def story_policy(specs: Sequence[PolicySpec]) -> PolicySpec | None:
+    """The pack's story policy, when it has one that acts."""
+    return next(
+        (s for s in specs if s.name == STORY_POLICY and s.action is not None and not s.shadow),
+        None,
+    )
+
+
+def write_demo_pack(source: Path, into: Path, profile: Path) -> Retimed | None:
+    """Copy the pack's policies from ``source`` into ``into``, the story's policy retimed.
+
+    Only the policies (``*.yaml`` at the top) are copied; the pack's own tests stay behind.
+    ``profile`` is the demo's engine profile, which a tuning story policy simulates. Returns
+    what was changed, or None when the pack has no story policy (it then runs as it is).
+    """
+    into.mkdir(parents=True, exist_ok=True)
+    story = story_policy(load_policies([source]).specs)
+    retimed = None
+    for policy in sorted(source.glob("*.yaml")):
+        text = policy.read_text(encoding="utf-8")
+        document = yaml.safe_load(text)
+        if story is not None and isinstance(document, dict) and document.get("name") == story.name:
+            tune = story.action.tune if story.action is not None else None
+            retimed = Retimed(story.name, story.for_s, None if tune is None else tune.window_s)
+            text = _retimed(document, profile)
+        (into / policy.name).write_text(text, encoding="utf-8")
+    return retimed
+
+
+def _retimed(document: dict[str, Any], profile: Path) -> str:
+    document["for"] = f"{DEMO_FOR_S:g}s"
+    tune = (document.get("action") or {}).get("tune")
+    if isinstance(tune, dict):
+        tune["window"] = f"{DEMO_WINDOW_S:g}s"
+        tune["profile"] = str(profile)
+    header = "# The demo's copy: `for` and the tune window cut to fit three minutes.\n"
+    return header + yaml.safe_dump(document, sort_keys=False)
+
+
+def write_demo_profile(name: str, path: Path, restart_s: float) -> None:
+    """The shipped profile ``name`` with the demo server's restart: ``restart_s``, no graphs.
+
+    A real 8B engine is down about a minute to restart (the profile's ``restart_s``); the
+    demo's simulated one drains for its ``shutdown-timeout`` and loads in seconds.
+    """
+    document = yaml.safe_load((PROFILE_DIR / f"{name}.yaml").read_text(encoding="utf-8"))
+    document["restart_s"] = restart_s
+    document["cuda_graph_capture_s"] = 0
+    path.write_text(
+        "# The demo's engine: the shipped profile, restarted as the demo's server is.\n"
+        + yaml.safe_dump(document, sort_keys=False),
+        encoding="utf-8",
+    )

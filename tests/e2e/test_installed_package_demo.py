@@ -1,0 +1,115 @@
+"""The demo as a new user runs it, from the installed package: its story, act by act.
+
+One run per session (the ``installed_demo`` fixture, started by
+``tests/e2e/test_installed_package.py``'s first test): ``vllm-governor demo --approve auto``
+with the default pack as installed, its three minutes as ``make demo`` shows them. Everything
+asserted comes from its ``--json`` summary, whose request counts the simulated server itself
+wrote, from its output and from the processes left (none). The story's claims are asserted,
+not only its machinery: the traffic shifts, ``ttft-queue``'s what-if proposes a change with
+its predicted effect, the approved change restarts the server with a drain, the governor
+measures the effect against the prediction, and after the shift the run met the SLO for more
+requests than the same workload on the starting settings did without the governor (simulated
+in virtual time after the run).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.support.demo_checks import PNG_MAGIC, assert_consistent, assert_left_nothing
+from tests.support.installed_wheel import DemoRun
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
+
+STARTING = {"max_num_seqs": 64, "max_num_batched_tokens": 256}
+
+
+def test_the_demo_ran_from_the_installed_package_to_its_end(installed_demo: DemoRun) -> None:
+    summary = installed_demo.finish()
+    assert_consistent(summary)
+    assert "site-packages" in summary["policies"], summary["policies"]
+    assert summary["interrupted"] is False
+    assert installed_demo.plot_path.read_bytes().startswith(PNG_MAGIC)
+    # The story's policy runs on the demo's clock, and the demo says so.
+    assert "on the demo's clock: ttft-queue waits 15 s instead of" in installed_demo.output
+    assert_left_nothing(installed_demo.output)
+
+
+def test_the_shift_brings_a_tuned_proposal_with_its_prediction(installed_demo: DemoRun) -> None:
+    summary = installed_demo.finish()
+    [proposal] = summary["proposals"]
+    assert proposal["change"].startswith("ttft-queue on main: ")
+    assert "max_num_batched_tokens 256 -> " in proposal["change"]
+    assert proposal["answer"] == "approve"
+    assert proposal["accepted"] is True
+    assert proposal["state"] == "verified"
+    # The shift is at 30 s: the proposal comes after it, once the queue broke the SLO.
+    assert proposal["made_at_s"] > 30
+    prediction = proposal["prediction"]
+    assert prediction["after"]["goodput_rps"] > prediction["now"]["goodput_rps"]
+    assert prediction["predicted_gain"] >= 0.10  # the pack's min_gain
+    assert "the what-if predicted SLO attainment" in installed_demo.output
+
+
+def test_the_approved_change_drains_restarts_and_serves_the_pick(installed_demo: DemoRun) -> None:
+    summary = installed_demo.finish()
+    [proposal] = summary["proposals"]
+    picked = re.search(r"max_num_batched_tokens 256 -> (\d+)", proposal["change"])
+    assert picked is not None, proposal["change"]
+    [action] = summary["actions"]
+    assert action["policy"] == "ttft-queue"
+    assert action["state"] == "done", action
+    assert summary["restarts"] == 1
+    first, second = summary["processes"]
+    assert {k: first[k] for k in STARTING} == STARTING
+    assert second["max_num_batched_tokens"] == int(picked.group(1))
+    assert second["from_s"] is not None
+    assert second["from_s"] > first["to_s"] > proposal["at_s"]
+    # The restart drained (shutdown-timeout): nothing in flight was aborted; it cost the
+    # arrivals refused while it drained and loaded.
+    assert first["requests"]["aborted"] == 0
+    assert summary["requests"]["aborted_by_restarts"] == 0
+    assert summary["requests"]["rejected"] + summary["requests"]["missed_while_down"] > 0
+    assert re.search(r"the restart took \d+ s without taking new requests \(draining", (
+        installed_demo.output
+    ))  # fmt: skip
+
+
+def test_the_measured_effect_is_reported_against_the_prediction(
+    installed_demo: DemoRun,
+) -> None:
+    summary = installed_demo.finish()
+    [realised] = summary["realised"]
+    assert realised["policy"] == "ttft-queue"
+    assert realised["predicted"]["after"]["slo_attainment"] > 0
+    assert realised["realised"]["slo_attainment"] > realised["predicted"]["now"]["slo_attainment"]
+    assert isinstance(realised["goodput_error"], float)
+    assert "measured: ttft-queue on main:" in installed_demo.output
+    assert "(predicted " in realised["text"]
+
+
+def test_each_act_is_told_with_and_without_the_governor(installed_demo: DemoRun) -> None:
+    summary = installed_demo.finish()
+    before, after = _acts(summary)
+    counts = summary["requests"]
+    judged = counts["arrived"] - counts["in_flight_at_end"]
+    assert before["with_governor"]["arrived"] + after["with_governor"]["arrived"] == judged
+    assert (
+        before["with_governor"]["met_slo"] + after["with_governor"]["met_slo"]
+        == (counts["met_slo"])
+    )
+    # Before the shift the starting settings suffice, with or without the governor.
+    assert before["without_governor"]["slo_attainment"] > 0.95
+    # After it, the governor's change (restart included) beat leaving the settings alone.
+    with_, without = after["with_governor"], after["without_governor"]
+    assert with_["slo_attainment"] > without["slo_attainment"], (with_, without)
+    assert "per act, SLO attainment with the governor" in installed_demo.output
+
+
+def _acts(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    acts: list[dict[str, Any]] = summary["acts"]
+    assert [act["name"] for act in acts] == ["before the shift", "after the shift"]
+    return acts
