@@ -26,7 +26,13 @@ import pytest
 
 from tests.support.installed_wheel import DemoRun, Installed
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+# One worker runs both files, in order (scripts/test runs two): the wheel is installed and the
+# demo started once per worker, by the first test of test_installed_package.py.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(420),
+    pytest.mark.xdist_group("installed_package"),
+]
 
 SHIPPED = (
     "daemon/shipped/config.example.toml",
