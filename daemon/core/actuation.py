@@ -65,6 +65,8 @@ class ChangeRequest:
         risk: ``auto`` or ``approval``.
         operation: A named operation instead of knob values (``restart``: a restart on the
             config in force, with ``changes`` empty), or None.
+        forecast: For a tune policy's change, the what-if's counterfactual (the shape of
+            :class:`daemon.approvals.forecast.Forecast`), journaled with the change; else None.
     """
 
     target: str
@@ -75,6 +77,7 @@ class ChangeRequest:
     evidence: Mapping[str, Any] = field(default_factory=dict)
     risk: str = "auto"
     operation: str | None = None
+    forecast: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +96,8 @@ class JournalEntry:
         finished_at: When it was finished, or None while open.
         outcome: A sentence saying how it ended.
         timings: Seconds spent in each phase.
+        forecast: What the what-if predicted for a tuned change (now and after, the restart's
+            cost, the workload), as the proposal and the Slack message showed it; else None.
     """
 
     id: int
@@ -106,6 +111,7 @@ class JournalEntry:
     finished_at: datetime | None = None
     outcome: str = ""
     timings: Mapping[str, float] = field(default_factory=dict)
+    forecast: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         """Refuse a state that is not one (a row or a caller's typo), as the member it is."""
@@ -149,9 +155,17 @@ class ActuationJournal(Protocol):
     """The write-ahead journal and audit of changes, kept by the engine in its state store."""
 
     def begin(
-        self, target: str, policy: str, plan: Mapping[str, Any], facts: Mapping[str, Any]
+        self,
+        target: str,
+        policy: str,
+        plan: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        forecast: Mapping[str, Any] | None = None,
     ) -> JournalEntry:
         """Open an entry at step ``planned``, durably, before anything is touched.
+
+        ``forecast`` is a tuned change's counterfactual (:attr:`ChangeRequest.forecast`), kept
+        with the entry so that the audit log says what the change was predicted to buy.
 
         Raises:
             ChangeInFlight: an entry of ``target`` is already open.

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from daemon.app.commands.forecast_lines import forecast_lines
 from daemon.app.commands.status import socket_of
 from daemon.app.control_client import answer_or_say_why
 from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_REFUSED
@@ -104,20 +105,6 @@ def _decided(answer: dict[str, Any] | None) -> int:
     return EXIT_OK if answer["accepted"] else EXIT_REFUSED
 
 
-def _forecast_lines(raw: dict[str, Any] | None) -> list[str]:
-    """A tuned change's prediction: effect, restart's cost, the workload it rests on."""
-    if raw is None:
-        return []
-    from daemon.approvals.forecast import Forecast
-
-    forecast = Forecast.from_json(raw)
-    return [
-        f"    predicted: {forecast.effect_text()}",
-        f"    cost: {forecast.cost_text()}",
-        f"    workload: {forecast.workload_text()}",
-    ]
-
-
 def render(proposals: list[dict[str, Any]]) -> str:
     """The proposals for a terminal."""
     if not proposals:
@@ -136,7 +123,7 @@ def render(proposals: list[dict[str, Any]]) -> str:
             lines.append(f"    expires {proposal['expires_at']}; why: {proposal['reason']}")
         else:
             lines.append(f"    {proposal['reason']}")
-        lines.extend(_forecast_lines(proposal.get("forecast")))
+        lines.extend(forecast_lines(proposal.get("forecast")))
         for vote in proposal["votes"]:
             lines.append(
                 f"    {vote['action']} by {vote['user']} via {vote['via']} at {vote['at']}"

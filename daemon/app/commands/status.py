@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from daemon.app.commands.forecast_lines import forecast_lines
 from daemon.app.commands.freeze_listing import freeze_lines, pending_lines, reload_line
 from daemon.app.commands.gate_status import gate_lines
 from daemon.app.control_client import answer_or_say_why
@@ -139,6 +140,8 @@ def _changes(status: dict[str, Any]) -> list[str]:
                 f"  #{change['id']} {change['policy']} on {change['target']}: "
                 f"{change['state']}: {where}"
             )
+            # A tuned change says what it was predicted to buy, as its proposal did.
+            lines.extend(forecast_lines(change.get("forecast")))
     if held_ones := status.get("quarantined", []):
         lines.append("quarantined (lift with 'vllm-governor unquarantine'):")
         for held in held_ones:

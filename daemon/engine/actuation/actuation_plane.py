@@ -225,6 +225,7 @@ class ActuationPlane:
                     "step": entry.step,
                     "outcome": entry.outcome,
                     "timings": dict(entry.timings),
+                    "forecast": None if entry.forecast is None else dict(entry.forecast),
                 }
                 for entry in self.journal.recent(10)
             ],

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from daemon.approvals.forecast import Forecast
 from daemon.core.actuation import ChangeRequest
 from daemon.core.actuator_kinds import ActuatorKind, Target
 from daemon.policy.decisions import Decision, DecisionKind
@@ -119,7 +120,14 @@ def request_of(decision: Decision) -> ChangeRequest:
         evidence=dict(evidence.signals),
         risk=intent.risk,
         operation=intent.operation,
+        forecast=forecast_of(decision),
     )
+
+
+def forecast_of(decision: Decision) -> dict[str, Any] | None:
+    """A tuned intent's counterfactual as the journal keeps it (None for any other intent)."""
+    whatif = decision.details.get("whatif")
+    return None if whatif is None else Forecast.from_json(whatif).to_json()
 
 
 def _blocked(decision: Decision, guard: str, reason: str) -> Decision:

@@ -107,6 +107,7 @@ class ApprovedChangesRunner:
                 reason=f"{proposal.policy}: approved by {who} (proposal {proposal.id})",
                 evidence=dict(proposal.why.signals),
                 risk="approval",
+                forecast=None if proposal.forecast is None else proposal.forecast.to_json(),
             )
             try:
                 result = await self._actuation.apply_approved(instance, request)

@@ -10,7 +10,10 @@ changes. Times are wall-clock seconds (the journal must mean something after a r
 Tables::
 
     actuations(id, target, policy, state, step, plan JSON, facts JSON, started_at,
-               finished_at, outcome, timings JSON)      one row per change, open or finished
+               finished_at, outcome, timings JSON, forecast JSON)
+                                                        one row per change, open or finished;
+                                                        forecast: a tuned change's what-if
+                                                        (version 2; NULL for other changes)
     actuation_steps(actuation, at, step, facts JSON)    every step of every change, in order
     quarantine(policy, target, since, reason, actuation) policies whose change was reverted
     quarantine_lifts(policy, target, since, reason, actuation, lifted_at, lifted_by, why)
@@ -60,11 +63,16 @@ CREATE TABLE IF NOT EXISTS quarantine_lifts (
     actuation INTEGER, lifted_at REAL NOT NULL, lifted_by TEXT NOT NULL, why TEXT NOT NULL
 );
 """,
+        # 2: a tuned change carries the what-if's counterfactual into the audit log (issue 16).
+        "ALTER TABLE actuations ADD COLUMN forecast TEXT;",
     ),
 )
 
 _APPLIED = ", ".join("?" for _ in APPLIED_STATES)  # placeholders, one per applied state
-_COLUMNS = "id, target, policy, state, step, plan, facts, started_at, finished_at, outcome, timings"
+_COLUMNS = (
+    "id, target, policy, state, step, plan, facts, started_at, finished_at, outcome, timings,"
+    " forecast"
+)
 
 
 class SqliteJournal:
@@ -79,16 +87,22 @@ class SqliteJournal:
         self._db.close()
 
     def begin(
-        self, target: str, policy: str, plan: Mapping[str, Any], facts: Mapping[str, Any]
+        self,
+        target: str,
+        policy: str,
+        plan: Mapping[str, Any],
+        facts: Mapping[str, Any],
+        forecast: Mapping[str, Any] | None = None,
     ) -> JournalEntry:
         """Open an entry at step ``planned``; see the protocol."""
         now = self._now()
+        kept = None if forecast is None else _json(forecast)
         try:
             with self._transaction():
                 cursor = self._db.execute(
-                    "INSERT INTO actuations (target, policy, state, step, plan, facts, started_at)"
-                    " VALUES (?, ?, ?, 'planned', ?, ?, ?)",
-                    (target, policy, OPEN, _json(plan), _json(facts), now),
+                    "INSERT INTO actuations (target, policy, state, step, plan, facts, started_at,"
+                    " forecast) VALUES (?, ?, ?, 'planned', ?, ?, ?, ?)",
+                    (target, policy, OPEN, _json(plan), _json(facts), now, kept),
                 )
                 entry_id = cursor.lastrowid
                 assert entry_id is not None
@@ -280,7 +294,20 @@ class SqliteJournal:
 
 
 def _entry_of(row: tuple[Any, ...]) -> JournalEntry:
-    entry_id, target, policy, state, step, plan, facts, started, finished, outcome, timings = row
+    (
+        entry_id,
+        target,
+        policy,
+        state,
+        step,
+        plan,
+        facts,
+        started,
+        finished,
+        outcome,
+        timings,
+        forecast,
+    ) = row
     return JournalEntry(
         id=entry_id,
         target=target,
@@ -293,6 +320,7 @@ def _entry_of(row: tuple[Any, ...]) -> JournalEntry:
         finished_at=None if finished is None else _time(finished),
         outcome=outcome,
         timings=json.loads(timings),
+        forecast=None if forecast is None else json.loads(forecast),
     )
 
 
