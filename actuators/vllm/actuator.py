@@ -141,18 +141,27 @@ class VllmActuator:
             return await self._apply(instance, request, dry, all_checks=dry_run)
 
     async def reconcile(self, instance: VllmInstance) -> ActuationResult | None:
-        """Finish or revert what a previous governor left open for ``instance``."""
+        """Finish or revert what a previous governor left open for ``instance``.
+
+        In a fleet it takes a restart slot first when the server is at or past its restart
+        (or before a restart it would issue), and gives it back once the server is verified
+        healthy, as a change does (:mod:`actuators.vllm.reconcile`).
+        """
         lock = self._locks.setdefault(instance.name, asyncio.Lock())
         async with lock:
             gate = self._gates(instance)
-            return await reconcile(
+            result = await reconcile(
                 instance,
                 self._journal,
                 self._windows,
                 self._clock,
                 gate,
                 restart_runner=self._restart_runner,
+                take_slot=lambda: self._restart_slots.acquire(instance.name),
             )
+            if result is not None and result.state not in (FAILED, REFUSED):
+                await self._restart_slots.release(instance.name)
+            return result
 
     async def _apply(
         self, instance: VllmInstance, request: ChangeRequest, dry_run: bool, *, all_checks: bool
@@ -194,7 +203,9 @@ class VllmActuator:
         with timer.phase("journal"):
             facts = {"baseline_start": baseline_start, "baseline": dict(baseline)}
             try:
-                entry = self._journal.begin(instance.name, request.policy, plan.as_json(), facts)
+                entry = self._journal.begin(
+                    instance.name, request.policy, plan.as_json(), facts, request.forecast
+                )
             except ChangeInFlight as exc:
                 await self._restart_slots.release(instance.name)
                 return self._refused(instance, request, plan, exc, timer)

@@ -25,11 +25,20 @@ reverting … revert_verify…  files back to last-known-good; a revert restart 
                             (or the baseline one) runs it: verify, reverted;
                             otherwise restart once
 ==========================  =====================================================  ==========
+
+In a fleet, the reconcile respects the group's disruption budget (``take_slot``, the
+actuator's restart slots). A server found at or after its restart, or in a revert, is down or
+unverified: it takes a slot before anything else and holds it until verified healthy, as the
+change would have. A change found before its restart needs no slot to put the files back; it
+takes one only before the restart that puts a server that restarted by itself (or is down)
+on the old files. No slot within the bound: nothing more is done, the entry stays open as
+the journal says, and the result is a refusal that says why (the next start tries again).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 
 from actuators.vllm.atomic_files import remove_stray_temporaries
 from actuators.vllm.flows import (
@@ -55,6 +64,7 @@ from actuators.vllm.steps import (
 from daemon.api import (
     ABANDONED,
     FAILED,
+    REFUSED,
     ActuationJournal,
     ActuationResult,
     Clock,
@@ -67,6 +77,14 @@ from daemon.api import (
 
 log = logging.getLogger(__name__)
 
+SlotTaker = Callable[[], Awaitable[str]]
+"""Takes a restart slot of the server's group: "" once held, else why none (see the module)."""
+
+
+async def no_slot_needed() -> str:
+    """The slot taker of a governor in no fleet: always held."""
+    return ""
+
 
 async def reconcile(
     instance: VllmInstance,
@@ -76,10 +94,13 @@ async def reconcile(
     gate: GateDrain | None = None,
     *,
     restart_runner: CommandRunner = run_command,
+    take_slot: SlotTaker = no_slot_needed,
 ) -> ActuationResult | None:
     """Finish the open journal entry of ``instance``, if there is one.
 
     A gate the dead governor drained (a fact of the entry) admits again when the entry ends.
+    ``take_slot`` is called before any restart the reconcile may issue or finish (see the
+    module); without a slot the entry is left open and a refusal is returned.
     """
     for path in (instance.config_path, instance.env_file):
         if path is not None:
@@ -103,10 +124,12 @@ async def reconcile(
         "a change was left unfinished; reconciling",
         extra={"target": instance.name, "entry": entry.id, "step": entry.step},
     )
+    if entry.step not in BEFORE_RESTART and (no_slot := await take_slot()):
+        return _deferred(entry, no_slot)
     await steps.mark(RECONCILING, found_step=entry.step, files=steps.files_say())
     try:
         if entry.step in BEFORE_RESTART:
-            return await _before_restart(steps)
+            return await _before_restart(steps, entry, take_slot)
         if entry.step in AFTER_RESTART:
             return await _after_restart(steps)
         return await _during_revert(steps, entry, journal)
@@ -114,7 +137,26 @@ async def reconcile(
         return await finish(steps, FAILED, f"reconciling failed: {exc}", quarantine=True)
 
 
-async def _before_restart(steps: ChangeSteps) -> ActuationResult:
+def _deferred(entry: JournalEntry, no_slot: str) -> ActuationResult:
+    """The reconcile left for later: no restart slot within the bound, nothing touched."""
+    outcome = (
+        f"reconcile deferred (restart_slot): {no_slot}; the change stays open at step "
+        f"{entry.step} as the journal says, for the next start to finish"
+    )
+    log.warning(outcome, extra={"target": entry.target, "entry": entry.id})
+    return ActuationResult(
+        entry.target,
+        entry.policy,
+        REFUSED,
+        outcome,
+        entry_id=entry.id,
+        refusals=(("restart_slot", no_slot),),
+    )
+
+
+async def _before_restart(
+    steps: ChangeSteps, entry: JournalEntry, take_slot: SlotTaker
+) -> ActuationResult:
     steps.write("old")
     await steps.mark(RESTORED)
     await steps.resume()
@@ -127,6 +169,8 @@ async def _before_restart(steps: ChangeSteps) -> ActuationResult:
     # The server restarted by itself (or is down) while the new files were on disk: one
     # restart puts it on the journaled last-known-good config.
     reason = "the server restarted by itself, or is down, while the change was half made"
+    if no_slot := await take_slot():
+        return _deferred(entry, no_slot)  # the old files are back: a later start restarts
     return await _restart_on_old(steps, reason, seen)
 
 
