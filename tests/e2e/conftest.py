@@ -19,9 +19,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 def installed_demo(installed: Installed) -> Iterator[DemoRun]:
     """The demo from the installed package, started once, in the background.
 
-    ``tests/e2e/test_installed_package.py`` starts it with its first test, so that its other
-    tests run while the demo does; ``tests/e2e/test_installed_package_demo.py`` waits for its
-    end and asserts its story.
+    The first test that asks for it starts it (``tests/e2e/test_demo.py``'s, then
+    ``tests/e2e/test_installed_package.py``'s first), so that the tests after it run while
+    the demo does, at the lowest priority; ``tests/e2e/test_installed_package_demo.py`` waits
+    for its end and asserts its story.
     """
     run = start_demo(installed)
     yield run

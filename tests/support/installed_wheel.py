@@ -7,9 +7,8 @@ command runs from a directory outside the checkout with the checkout nowhere on 
 
 The demo (three minutes of real processes) runs once, from that environment, as the README's
 first command runs it with ``--approve auto``: it starts as soon as the wheel is installed and
-runs while the other tests go on; ``tests/e2e/test_installed_package.py`` asserts that it ran
-from the installed package, ``tests/e2e/test_demo.py`` asserts its story from its ``--json``
-and its output. One run instead of three (before: an approving and a denying run from the
+runs while the other tests go on; ``tests/e2e/test_installed_package_demo.py`` asserts its
+story from its ``--json`` and its output. One run instead of three (before: an approving and a denying run from the
 checkout, and a shorter one from the wheel).
 """
 
