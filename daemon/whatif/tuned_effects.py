@@ -4,12 +4,18 @@ Pure. :class:`EffectWatch` remembers each tuned intent handed on (to approval or
 when the knobs in force read back as its pick, and says when the restart and a window as long
 as the round's have passed since; :func:`realised_decision` compares the measurement with the
 prediction (:mod:`daemon.whatif.realised`) and says whether the policy should be quarantined.
+
+What is awaited outlives the governor: every change of it goes to a ``kept`` port (the state
+store), and a governor that starts again resumes it (:meth:`EffectWatch.resume`). The time it
+was down was watched by no one, so, as a policy's timers (:meth:`PolicyState.restarted
+<daemon.policy.state.PolicyState.restarted>`), a change's wait starts over from the first look
+that finds it in force: its window never spans the gap, whose metrics the governor never saw.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,12 +62,67 @@ class Expected:
         """The restart's predicted downtime, waited out before the window starts."""
         return float(self.forecast["restart"]["downtime_s"])
 
+    def restarted(self) -> Expected:
+        """What a governor that starts again awaits: the change, its wait started over.
+
+        The time it was down counts toward no window: a change already in force is in force
+        again from the first look that finds it so, and waits its downtime (when the server
+        came up in the gap is unknown) and its window from there.
+        """
+        return dataclasses.replace(self, in_force_at=None)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the state store keeps besides the times (which it shifts to the wall clock)."""
+        return {
+            "after": dict(self.after),
+            "forecast": dict(self.forecast),
+            "window_s": self.window_s,
+            "slo": {"ttft_s": self.slo.ttft_s, "tpot_s": self.slo.tpot_s},
+            "max_error": self.max_error,
+        }
+
+    @classmethod
+    def from_json(
+        cls,
+        policy: str,
+        target: str,
+        raw: Mapping[str, Any],
+        since: float,
+        in_force_at: float | None,
+    ) -> Expected:
+        """Back from :meth:`to_json` and the times, on this run's loop clock."""
+        slo = raw["slo"]
+        return cls(
+            policy=policy,
+            target=target,
+            after={knob: float(value) for knob, value in raw["after"].items()},
+            forecast=raw["forecast"],
+            window_s=float(raw["window_s"]),
+            slo=Slo(ttft_s=float(slo["ttft_s"]), tpot_s=float(slo["tpot_s"])),
+            max_error=float(raw["max_error"]),
+            since=since,
+            in_force_at=in_force_at,
+        )
+
+
+def _not_kept(_waiting: list[Expected]) -> None:
+    """A watch that keeps nothing (one-off runs, tests of the watch alone)."""
+
 
 class EffectWatch:
     """The tuned changes awaited, one per (policy, target): the newest replaces an older one."""
 
-    def __init__(self) -> None:
+    def __init__(self, kept: Callable[[list[Expected]], None] = _not_kept) -> None:
+        """``kept`` is told everything awaited after each change of it (the state store)."""
         self._waiting: dict[tuple[str, str], Expected] = {}
+        self._kept = kept
+
+    def resume(self, saved: Iterable[Expected]) -> None:
+        """Await what a previous run awaited (not what this run awaits already), waits reset."""
+        before = dict(self._waiting)
+        for expected in saved:
+            self._waiting.setdefault((expected.policy, expected.target), expected.restarted())
+        self._keep_if_changed(before)
 
     def expect(self, decision: Decision, now: float) -> None:
         """Await the effect of an accepted tuned intent (one without ``whatif`` is ignored)."""
@@ -79,6 +140,7 @@ class EffectWatch:
             max_error=float(facts.get("max_error", 0.30)),
             since=now,
         )
+        self._kept(self.waiting())
 
     def waiting(self) -> list[Expected]:
         """What is awaited now."""
@@ -93,6 +155,7 @@ class EffectWatch:
         is one never in force within :data:`GIVE_UP_S` (rejected, expired).
         """
         due: list[Expected] = []
+        before = dict(self._waiting)
         for key, expected in list(self._waiting.items()):
             in_force = knobs.get(expected.target, {})
             matches = all(in_force.get(knob) == value for knob, value in expected.after.items())
@@ -108,7 +171,13 @@ class EffectWatch:
             if now - expected.in_force_at >= expected.downtime_s + expected.window_s:
                 del self._waiting[key]
                 due.append(expected)
+        self._keep_if_changed(before)
         return due
+
+    def _keep_if_changed(self, before: Mapping[tuple[str, str], Expected]) -> None:
+        # Most looks change nothing: they compare a few numbers and write nothing.
+        if self._waiting != before:
+            self._kept(self.waiting())
 
 
 def realised_decision(expected: Expected, realised: Realised, now: float) -> Decision:

@@ -4,12 +4,14 @@ One object, built before every stage that reads or writes it, so that none of th
 another to exist first: the evaluator moves the states and reads the histories; the actuation
 runner enters a restart into the histories (dwell, budgets) and records the alert of a revert;
 the approvals' click-time re-check, the admission loop, ``status`` and ``explain`` read the
-states. All of it is durable through the :class:`StateStore`.
+states; the tuner keeps the tuned changes awaiting their measurement. All of it is durable
+through the :class:`StateStore`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from daemon.core.actuation import ActuationResult
 from daemon.core.clock import Clock
@@ -18,6 +20,9 @@ from daemon.policy.decisions import Decision
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import PolicyState
 from daemon.policy.tick import StateKey
+
+if TYPE_CHECKING:
+    from daemon.whatif.tuned_effects import Expected
 
 
 class PolicyLedger:
@@ -57,6 +62,14 @@ class PolicyLedger:
         ).items():
             self.history[key] = history
             self.store.save_history(key, history, offset)
+
+    def saved_effects(self) -> list[Expected]:
+        """The tuned changes the previous run awaited, on this run's clock (as it left them)."""
+        return self.store.load_effects(self.offset())
+
+    def keep_effects(self, waiting: Sequence[Expected]) -> None:
+        """Keep the tuned changes awaited now, for a governor that starts again."""
+        self.store.save_effects(waiting, self.offset())
 
     def offset(self) -> float:
         """Wall-clock seconds minus monotonic seconds, now."""

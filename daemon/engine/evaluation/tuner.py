@@ -14,7 +14,8 @@ restart and the round's window, measures what the setting really did in the same
 (:mod:`daemon.whatif.realised`) and records a ``realised`` decision with the prediction's error
 (a metric, the audit log, a message to people); a comparable window whose error is beyond the
 policy's ``max_error`` quarantines the policy on that target, saying why. What is awaited is
-kept in memory: a governor restarted meanwhile does not measure that change.
+kept in the state store: a governor restarted meanwhile resumes it, its wait started over
+(:meth:`daemon.whatif.tuned_effects.Expected.restarted`).
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ class Tuner:
         self._reply = reply
         self._plan_round = runner.plan_round
         self._measure_off_loop = runner.measure
-        self._effects = EffectWatch()
+        self._effects = EffectWatch(ledger.keep_effects)
         self._queue: asyncio.Queue[Decision] = asyncio.Queue()
         self._waiting: set[StateKey] = set()
         self._one_at_a_time = asyncio.Lock()
@@ -205,7 +206,12 @@ class Tuner:
         """Await the effect of a tuned intent handed on (``run_one`` does it for its own)."""
         self._effects.expect(accepted, self._clock.monotonic())
 
+    def resume_effects(self) -> None:
+        """Await the tuned changes a previous run awaited (the checker does it as it starts)."""
+        self._effects.resume(self._ledger.saved_effects())
+
     async def _check_forever(self, readiness: Readiness) -> None:
+        self.resume_effects()
         readiness.started()
         while True:
             await asyncio.sleep(CHECK_INTERVAL_S)

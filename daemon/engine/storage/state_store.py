@@ -4,6 +4,9 @@ One file under ``governor.state_dir``, in WAL mode with ``synchronous=FULL``: a 
 governor acted on is on disk before it acts again, and a crash loses nothing it needs to stay
 correct (``for`` timers, firing states, cooldowns, budgets, dwell times).
 
+Tuned changes awaiting their realised effect are kept too (``tuned_effects``, schema version 2):
+a governor restarted meanwhile still measures them, so a bad prediction still quarantines.
+
 Times inside the engine are on the loop's monotonic clock, which means nothing after a reboot.
 They are stored as wall-clock seconds and converted back with the offset between the two clocks
 at load time, so a cooldown that had 10 minutes left still has them after a restart.
@@ -16,13 +19,16 @@ from collections.abc import Iterable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from daemon.engine.storage.state_db import Schema, connect, transaction
 from daemon.policy.decisions import Decision
 from daemon.policy.planner import KnobHistory, KnobKey
 from daemon.policy.state import Phase, PolicyState
 from daemon.policy.tick import StateKey
+
+if TYPE_CHECKING:
+    from daemon.whatif.tuned_effects import Expected
 
 SCHEMA = Schema(
     "policies",
@@ -40,6 +46,13 @@ CREATE TABLE IF NOT EXISTS knob_history (
 CREATE TABLE IF NOT EXISTS decisions (
     id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, policy TEXT NOT NULL,
     target TEXT NOT NULL, kind TEXT NOT NULL, guard TEXT, body TEXT NOT NULL
+);
+""",
+        # 2: the tuned changes awaiting their measurement outlive the governor (issue 16).
+        """
+CREATE TABLE tuned_effects (
+    policy TEXT NOT NULL, target TEXT NOT NULL, since REAL NOT NULL, in_force_at REAL,
+    body TEXT NOT NULL, PRIMARY KEY (policy, target)
 );
 """,
     ),
@@ -141,6 +154,36 @@ class StateStore:
                     " VALUES (?, ?, ?, ?, ?, ?)",
                     rows,
                 )
+
+    def load_effects(self, offset: float) -> list[Expected]:
+        """The tuned changes a previous run awaited, times back on the monotonic clock."""
+        # The what-if brings the simulator with it: only a governor that tunes pays for it.
+        from daemon.whatif.tuned_effects import Expected  # noqa: PLC0415 - see above
+
+        rows = self._db.execute(
+            "SELECT policy, target, since, in_force_at, body FROM tuned_effects"
+            " ORDER BY policy, target"
+        )
+        return [
+            Expected.from_json(policy, target, json.loads(body), since - offset, _mono(at, offset))
+            for policy, target, since, at, body in rows
+        ]
+
+    def save_effects(self, waiting: Iterable[Expected], offset: float) -> None:
+        """Make ``waiting`` the tuned changes awaited, in one transaction."""
+        rows = [
+            (
+                expected.policy,
+                expected.target,
+                expected.since + offset,
+                _wall(expected.in_force_at, offset),
+                json.dumps(expected.to_json(), default=str),
+            )
+            for expected in waiting
+        ]
+        with self._transaction():
+            self._db.execute("DELETE FROM tuned_effects")
+            self._db.executemany("INSERT INTO tuned_effects VALUES (?, ?, ?, ?, ?)", rows)
 
     def recent_decisions(self, limit: int = 20) -> list[dict[str, Any]]:
         """The newest decisions, newest first, as stored."""
