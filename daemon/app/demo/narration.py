@@ -140,17 +140,33 @@ def restart_cost(timings: dict[str, Any]) -> str | None:
 
 def forecast_line(proposal: dict[str, Any]) -> str | None:
     """What a tuned proposal's what-if predicts, in words; None for a proposal without one."""
-    raw = proposal.get("forecast")
-    if not raw:
-        return None
-    try:
-        forecast = Forecast.from_json(raw)
-    except ProposalError:
+    forecast = _forecast(proposal)
+    if forecast is None:
         return None
     return (
         f"the what-if {forecast.effect_text()}; it {forecast.cost_text()}; "
         f"from {forecast.workload_text()}"
     )
+
+
+def basis_line(proposal: dict[str, Any]) -> str | None:
+    """The workload a tuned proposal's prediction rests on; None for a proposal without one.
+
+    The question asked in the terminal shows the proposal's own ``effect`` and ``cost``, which
+    for a tuned one are already the prediction; this adds what it was computed from.
+    """
+    forecast = _forecast(proposal)
+    return None if forecast is None else forecast.workload_text()
+
+
+def _forecast(proposal: dict[str, Any]) -> Forecast | None:
+    raw = proposal.get("forecast")
+    if not raw:
+        return None
+    try:
+        return Forecast.from_json(raw)
+    except ProposalError:
+        return None
 
 
 def realised_line(decision: dict[str, Any]) -> str:

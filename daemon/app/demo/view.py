@@ -25,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from daemon.app.demo.approver import describe
-from daemon.app.demo.narration import change_line, clock, forecast_line
+from daemon.app.demo.narration import basis_line, change_line, clock
 from daemon.app.demo.sampler import Sample
 from daemon.app.demo.scenario import TPOT_SLO_S, TTFT_SLO_S, TUNED_OPTION
 
@@ -238,8 +238,8 @@ def _question(proposal: dict[str, Any]) -> list[Text]:
     for key in ("why", "effect", "cost"):
         if proposal.get(key):
             texts.append(Text(f"  {key}: {proposal[key]}"))
-    if prediction := forecast_line(proposal):
-        texts.append(Text(f"  prediction: {prediction}"))
+    if basis := basis_line(proposal):
+        texts.append(Text(f"  predicted from: {basis}"))
     texts.append(Text("  approve this change? press y (yes) or n (no)", style="bold yellow"))
     return texts
 

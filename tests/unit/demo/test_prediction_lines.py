@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from daemon.app.demo.narration import forecast_line, realised_line
+from daemon.app.demo.narration import basis_line, forecast_line, realised_line
 from daemon.app.demo.summary import render
 
 FORECAST = {
@@ -36,6 +36,13 @@ def test_a_proposal_with_a_forecast_is_told_with_its_prediction() -> None:
     # A fixed-step proposal has no forecast; a broken one is not told rather than guessed.
     assert forecast_line({"id": "p2"}) is None
     assert forecast_line({"id": "p3", "forecast": {"now": {}}}) is None
+    # The terminal's question shows the proposal's effect and cost (the prediction already)
+    # and adds what it was computed from.
+    assert basis_line({"id": "p1", "forecast": FORECAST}) == (
+        "12.77 req/s over the last 34 s; prompt tokens p50/p90/p99 1155/3686/7475, output "
+        "tokens 133/453/922; profile llama-3.1-8b-h100-tp1"
+    )
+    assert basis_line({"id": "p2"}) is None
 
 
 def test_the_measured_effect_is_told_as_the_governor_recorded_it() -> None:
