@@ -32,11 +32,13 @@ from daemon.core.settings import GovernorConfig
 from daemon.core.version import __version__
 from daemon.engine.actuation.actuation_plane import ActuationPlane
 from daemon.engine.actuation.admission_loop import admission_loop
+from daemon.engine.actuation.rollout_actions import EngineRolloutActions
 from daemon.engine.actuation.router import Router
 from daemon.engine.approvals.approval_commands import approval_handlers
 from daemon.engine.approvals.approval_desk import ApprovalDesk
 from daemon.engine.approvals.approval_recheck import PolicyLens
-from daemon.engine.approvals.approvals_plane import ApprovalsPlane
+from daemon.engine.approvals.approvals_plane import ApprovalsPlane, no_group_change
+from daemon.engine.approvals.group_changes import GroupDecisions, GroupProposals
 from daemon.engine.batches.batch_desk import BatchDesk
 from daemon.engine.batches.lane_steerer import LaneSteerer, journal_in_flight
 from daemon.engine.batches.lanes import BatchLanes
@@ -63,6 +65,8 @@ from daemon.engine.runtime.service_manager import ServiceManager
 from daemon.engine.runtime.supervisor import EternalTask, Readiness, supervise
 from daemon.engine.storage.state_db import STATE_FILE
 from daemon.engine.storage.state_store import StateStore
+from daemon.fleet.canary_analysis import CanaryRule
+from daemon.fleet.rollout_member import RolloutMember
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +163,14 @@ class Governor:
                 self._policies.policies.signals,
             ),
         )
+        # Group changes (`scope: group`): one proposal per group, claimed in etcd, and the
+        # decision on it handed to the group's rollout; only in a fleet.
+        fleet = self._fleet
+        self._group_decisions = (
+            None
+            if fleet is None
+            else GroupDecisions(fleet.driver, fleet.group_of, self._canary_rule_of)
+        )
         self._approvals = ApprovalsPlane(
             config,
             clock,
@@ -167,10 +179,46 @@ class Governor:
             self._actuation,
             lens=lens,
             secrets=secrets,
-            fleet_freeze=NO_FREEZE_SOURCE if self._fleet is None else self._fleet.freezes,
-            fleet_freezer=None if self._fleet is None else self._fleet.freezer,
+            fleet_freeze=NO_FREEZE_SOURCE if fleet is None else fleet.freezes,
+            fleet_freezer=None if fleet is None else fleet.freezer,
+            group_decision=(
+                no_group_change if self._group_decisions is None else self._group_decisions.decided
+            ),
         )
-        router = Router(self._actuation, registry, propose=self._approvals.propose)
+        self._group_proposals = (
+            None
+            if fleet is None
+            else GroupProposals(
+                fleet.rollouts,
+                host=fleet.host,
+                group_of=fleet.group_of,
+                rule_of=self._canary_rule_of,
+                post=self._approvals.propose,
+                poll_s=loaded.config.fleet.refresh_s,
+                wait_s=float(loaded.config.fleet.lease_ttl_s),
+            )
+        )
+        self._rollout_member = (
+            None
+            if fleet is None
+            else RolloutMember(
+                fleet.rollouts,
+                host=fleet.host,
+                instances=lambda: [i.name for i in self._loaded.config.vllm],
+                actions=EngineRolloutActions(config, self._actuation, self._signals.store, clock),
+                clock=clock,
+                poll_s=loaded.config.fleet.refresh_s,
+            )
+        )
+        router = Router(
+            self._actuation,
+            registry,
+            propose=(
+                self._approvals.propose
+                if self._group_proposals is None
+                else self._group_proposals.propose
+            ),
+        )
         self._notifications = self._notifiers()
         self._recorder = Recorder(lambda: self._loaded.config.recording)
         self._batches = BatchDesk(
@@ -199,6 +247,7 @@ class Governor:
             tell=self._notifications.send,
             reply=self._approvals.reply_in_thread,
             runner=whatif,
+            series=self._feed.series,
         )
         self._evaluator = Evaluator(
             config,
@@ -240,6 +289,11 @@ class Governor:
     def _config_in_force(self) -> GovernorConfig:
         """The configuration in force now: what every stage reads (it changes on reloads)."""
         return self._loaded.config
+
+    def _canary_rule_of(self, policy: str) -> CanaryRule | None:
+        """The canary rule of a loaded ``scope: group`` policy; None for any other."""
+        spec = next((s for s in self._policies.policies.specs if s.name == policy), None)
+        return None if spec is None else spec.canary
 
     @property
     def approval_desk(self) -> ApprovalDesk:
@@ -336,6 +390,15 @@ class Governor:
         tasks.append(EternalTask("batch lane steerer", self._lane_steerer.run))
         if self._fleet is not None:
             tasks.extend(self._fleet.tasks())
+        if self._group_proposals is not None:
+            tasks.append(EternalTask("group proposals", self._group_proposals.run))
+        if self._group_decisions is not None:
+            tasks.append(EternalTask("group decisions", self._group_decisions.run))
+        if self._rollout_member is not None:
+            member = self._rollout_member
+            tasks.append(
+                EternalTask("fleet rollout member", lambda ready: member.run(ready.started))
+            )
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

@@ -208,8 +208,8 @@ def judge_canary(
                 f"inconclusive: {name} finished {side.finished:g} requests, "
                 f"fewer than {rule.min_requests}"
             )
-    if not failures:
-        failures.extend(_compared(rule, ours, theirs))
+    # Compared even when inconclusive: the figures a person reads should say all that failed.
+    failures.extend(_compared(rule, ours, theirs))
     return CanaryVerdict(not failures, ours, theirs, tuple(failures))
 
 

@@ -31,7 +31,6 @@ BASELINE = [_server("b/1", 600, 570), _server("b/2", 600, 570)]  # 95%, 9.5 req/
         (_server("c/1", 600, 528), False, "SLO attainment 7.0 points lower (at most 5)"),
         (_server("c/1", 450, 420), False, "goodput 26.3% lower (at most 10%)"),
         (_server("c/1", 600, 570, errors=20), False, "error rate 3.2 points higher (at most 1)"),
-        (_server("c/1", 10, 10), False, "inconclusive: canary finished 10 requests, fewer than 20"),
     ],
 )
 def test_the_canary_passes_only_when_every_metric_is_within_its_threshold(
@@ -40,6 +39,15 @@ def test_the_canary_passes_only_when_every_metric_is_within_its_threshold(
     verdict = judge_canary(RULE, [canary], BASELINE)
     assert verdict.passed is passed
     assert verdict.failures == ((failure,) if failure else ())
+
+
+def test_too_few_requests_fail_and_the_comparisons_are_still_reported() -> None:
+    verdict = judge_canary(RULE, [_server("c/1", 10, 10)], BASELINE)
+    assert not verdict.passed
+    assert verdict.failures == (
+        "inconclusive: canary finished 10 requests, fewer than 20",
+        "goodput 98.2% lower (at most 10%)",
+    )
 
 
 def test_the_figures_are_pooled_per_side_and_survive_the_journal() -> None:
