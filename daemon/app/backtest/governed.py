@@ -13,7 +13,9 @@ daemon only in what is plugged into its ports:
   (:class:`~daemon.app.backtest.would_have.WouldHaveActuator`), which decides with the
   daemon's preflight and touches nothing;
 - **the service manager**: none; no gate, no live log-level actuator, no Slack, no metrics
-  endpoint, no recorder; approvals are proposed and never clicked.
+  endpoint, no recorder; approvals are proposed and never clicked;
+- **the what-if**: in process (:data:`~daemon.engine.evaluation.tuner.IN_PROCESS`), its series
+  from the recording, which lacks them: a tune round is blocked, saying so.
 
 Everything the governor writes (its state, journal, proposals, control socket) goes to a
 scratch directory; freezes are read from the configured state directory. What it decided is
@@ -38,6 +40,7 @@ from daemon.core.actuator_kinds import ActuatorServices
 from daemon.core.errors import TaskCrashedError
 from daemon.core.settings import GovernorConfig, VllmInstance
 from daemon.core.virtual_time import run_in_virtual_time
+from daemon.engine.evaluation.tuner import IN_PROCESS
 from daemon.engine.governor import Governor, LoadedConfig
 from daemon.engine.runtime.service_manager import NoServiceManager
 from daemon.engine.storage.state_db import STATE_FILE
@@ -120,7 +123,11 @@ async def _govern(
     # The daemon's table of kinds, with the vLLM actuator's place taken: no gate (no admission
     # loop), no live log levels (their intents are blocked as not actuated, as without them).
     kinds = (replace(VLLM, factory=actuator),)
-    governor = Governor(loaded, clock, NoServiceManager(), kinds=kinds, feed=feed)
+    # A tune round runs in process, taking no virtual time (a worker process would run in real
+    # time while the clock jumps); the recording says what it lacks (RecordedFeed.series).
+    governor = Governor(
+        loaded, clock, NoServiceManager(), kinds=kinds, feed=feed, whatif=IN_PROCESS
+    )
     try:
         async with asyncio.TaskGroup() as group:
             group.create_task(governor.run(), name="governor")

@@ -15,13 +15,15 @@ the wall clock's advance stands in for it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from daemon.app.backtest.recording import RecordedTick
 from daemon.engine.runtime.supervisor import EternalTask
 from daemon.policy.evaluate import TargetView
 from daemon.sources.declarations import SignalRegistry
+from daemon.whatif.errors import WhatIfError
+from daemon.whatif.series_snapshot import SeriesSnapshot
 
 
 def moments(ticks: Sequence[RecordedTick]) -> list[float]:
@@ -89,6 +91,20 @@ class RecordedFeed:
     def tasks(self) -> list[EternalTask]:
         """None: the recording needs no source."""
         return []
+
+    def series(self, target: str, since: float, names: Iterable[str]) -> SeriesSnapshot:
+        """None: a recording holds the policies' views, not the series a what-if reads.
+
+        Raises:
+            WhatIfError: always, naming the series: the tune round is reported as blocked with
+                it (``cannot tune: the recording lacks ...``), and the replay goes on.
+        """
+        del since
+        message = (
+            f"cannot tune: the recording lacks the series a what-if round reads for {target}"
+            f" ({', '.join(names)}); it holds the signals the policies saw and the knobs"
+        )
+        raise WhatIfError(message)
 
 
 class RecordedClock:

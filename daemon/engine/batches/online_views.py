@@ -6,7 +6,7 @@ the batch lane steerer's. The rates are taken over the same window as the views'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -16,6 +16,7 @@ from daemon.engine.runtime.supervisor import EternalTask
 from daemon.policy.evaluate import TargetView
 from daemon.policy.online_signals import online_signals
 from daemon.sources.declarations import SignalRegistry
+from daemon.whatif.series_snapshot import SeriesSnapshot
 
 
 def online_views(
@@ -43,6 +44,8 @@ class _Feed(Protocol):
     async def next_evaluation(self, interval_s: float) -> None: ...
 
     def tasks(self) -> list[EternalTask]: ...
+
+    def series(self, target: str, since: float, names: Iterable[str]) -> SeriesSnapshot: ...
 
 
 class OnlineFeed:
@@ -73,3 +76,7 @@ class OnlineFeed:
     def tasks(self) -> list[EternalTask]:
         """The inner feed's tasks."""
         return self._inner.tasks()
+
+    def series(self, target: str, since: float, names: Iterable[str]) -> SeriesSnapshot:
+        """The inner feed's series (a what-if's; the lanes' traffic is in them, as in vLLM's)."""
+        return self._inner.series(target, since, names)

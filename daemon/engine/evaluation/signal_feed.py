@@ -5,12 +5,16 @@ The daemon's feed is the :class:`~daemon.engine.evaluation.signal_plane.SignalPl
 from the rows, and evaluations follow ``evaluation_interval_s`` on the loop's clock. A backtest
 plugs in recorded views instead, evaluated at the recorded moments; the rest of the governor
 (tick, planner, router, actuation, approvals) is the same.
+
+The tuner's what-if rounds read their raw series (request counters, token histograms) through
+the same port (:meth:`SignalFeed.series`): the daemon's from its store; a recording, which
+holds the views and not those series, says what it lacks.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from daemon.engine.evaluation.signal_plane import SignalPlane
@@ -18,6 +22,7 @@ from daemon.engine.runtime.supervisor import EternalTask
 from daemon.policy.evaluate import TargetView
 from daemon.policy.views import target_views
 from daemon.sources.declarations import SignalRegistry
+from daemon.whatif.series_snapshot import SeriesSnapshot, snapshot
 
 
 class SignalFeed(Protocol):
@@ -38,6 +43,14 @@ class SignalFeed(Protocol):
 
     def tasks(self) -> list[EternalTask]:
         """The eternal tasks that keep the feed fed (the sources), run by the supervisor."""
+        ...
+
+    def series(self, target: str, since: float, names: Iterable[str]) -> SeriesSnapshot:
+        """A copy of ``target``'s series ``names`` since ``since``, for a what-if round.
+
+        Raises:
+            WhatIfError: the feed does not hold such series (a recording).
+        """
         ...
 
 
@@ -73,3 +86,7 @@ class LiveFeed:
     def tasks(self) -> list[EternalTask]:
         """The polling sources, and MQTT's subscriber and publisher when configured."""
         return self._plane.tasks()
+
+    def series(self, target: str, since: float, names: Iterable[str]) -> SeriesSnapshot:
+        """The series as the sources scraped them into the store."""
+        return snapshot(self._plane.store, target, since, names)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,7 +42,7 @@ from daemon.whatif.errors import WhatIfError
 from daemon.whatif.planning import WhatIfReport
 from daemon.whatif.realised import HISTOGRAMS, Realised, RealisedCheck
 from daemon.whatif.rounds import Round
-from daemon.whatif.series_snapshot import READ, snapshot
+from daemon.whatif.series_snapshot import READ, SeriesSnapshot, snapshot
 from daemon.whatif.tuned_effects import EffectWatch, Expected, realised_decision
 from daemon.whatif.tuning import (
     counterfactual,
@@ -61,6 +61,9 @@ log = logging.getLogger(__name__)
 
 PlanRound = Callable[[Round], Awaitable[WhatIfReport]]
 MeasureEffect = Callable[[RealisedCheck], Awaitable[Realised]]
+SeriesSource = Callable[[str, float, Iterable[str]], SeriesSnapshot]
+"""(target, since, names) -> a copy of those series: the signal feed's
+:meth:`~daemon.engine.evaluation.signal_feed.SignalFeed.series`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +114,7 @@ class Tuner:
         tell: Callable[[Sequence[Decision]], None],
         reply: Callable[[str, str, str], Awaitable[bool]],
         runner: WhatIfRunner = OFF_LOOP,
+        series: SeriesSource | None = None,
     ) -> None:
         """Build the stage from its ports.
 
@@ -119,9 +123,13 @@ class Tuner:
         ``realised`` decisions whose text goes to its channels (MQTT); ``reply`` posts the
         text in the Slack thread of the policy's proposal on the target. ``runner`` says where
         rounds run (:data:`OFF_LOOP` in the daemon, :data:`IN_PROCESS` on a virtual clock).
+        ``series`` is where a round's series come from (the signal feed's; by default a copy
+        out of ``store``): a backtest's recording says there what it lacks.
         """
         self._config = config
-        self._store = store
+        self._series: SeriesSource = series or (
+            lambda target, since, names: snapshot(store, target, since, names)
+        )
         self._knobs = knobs
         self._clock = clock
         self._ledger = ledger
@@ -226,14 +234,14 @@ class Tuner:
 
     async def _measure(self, expected: Expected, now: float) -> Decision | None:
         window_s = expected.window_s
-        check = RealisedCheck(
-            series=snapshot(self._store, expected.target, now - window_s, (*READ, *LATENCIES)),
-            instance=expected.target,
-            now=now,
-            window_s=window_s,
-            slo=expected.slo,
-        )
         try:
+            check = RealisedCheck(
+                series=self._series(expected.target, now - window_s, (*READ, *LATENCIES)),
+                instance=expected.target,
+                now=now,
+                window_s=window_s,
+                slo=expected.slo,
+            )
             async with self._one_at_a_time:
                 realised = await self._measure_off_loop(check)
         except WhatIfError as exc:
@@ -306,7 +314,7 @@ class Tuner:
             now = self._clock.monotonic()
             job = Round(
                 instance=instance,
-                series=snapshot(self._store, instance.name, now - window_s),
+                series=self._series(instance.name, now - window_s, READ),
                 now=now,
                 window_s=window_s,
                 in_force=dict(self._knobs().get(instance.name, {})),
