@@ -212,6 +212,7 @@ def _write_summary(
 ) -> None:
     """Append this process's line to ``--summary`` (see :mod:`simulator.server.run_summary`)."""
     assert plan.summary is not None
+    ledger.given_up_s = driver.given_up_s
     totals = driver.engine.lifetime_totals(driver.clock.now())
     load = None
     if plan.arrivals:

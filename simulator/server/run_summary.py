@@ -44,6 +44,9 @@ class RunLedger:
         batch_output_tokens: Output tokens of completed batch requests.
         arrivals_by_second: Requests by the whole second of the clock at which they arrived.
         met_by_second: Those of them that met both objectives.
+        given_up_s: Simulated seconds the process gave up because it could not keep up with
+            the model's step schedule (:class:`~simulator.server.driver.RealTimeDriver`): on
+            a busy machine it serves worse than the model says.
     """
 
     outcomes: Counter[str] = field(default_factory=Counter)
@@ -57,6 +60,7 @@ class RunLedger:
     batch_output_tokens: int = 0
     arrivals_by_second: Counter[int] = field(default_factory=Counter)
     met_by_second: Counter[int] = field(default_factory=Counter)
+    given_up_s: float = 0.0
 
     def observe(self, record: FinishedRequest) -> None:
         """Count one request that ended."""
@@ -113,6 +117,7 @@ def summary_line(
             },
         },
         "load": load,
+        "given_up_s": round(ledger.given_up_s, 3),
         "by_arrival_second": [
             [second, count, ledger.met_by_second[second]]
             for second, count in sorted(ledger.arrivals_by_second.items())

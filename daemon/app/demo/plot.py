@@ -33,6 +33,7 @@ from daemon.app.demo.first_tokens import WINDOW_S, share_within
 from daemon.app.demo.narration import clock
 from daemon.app.demo.sampler import Sample
 from daemon.app.demo.scenario import TTFT_SLO_S, TUNED_OPTION
+from daemon.app.demo.summary import BEHIND_WARNING_S
 from daemon.app.demo.view import offered_load
 
 # TTFT ticks people read without an exponent: seconds.
@@ -337,6 +338,11 @@ def _title(summary: dict[str, Any]) -> str:
             f"of the requests it completed, against {_share(comparison['before'])} before"
         )
     acts = summary.get("acts") or []
+    behind = summary.get("behind_schedule_s") or 0.0
+    if acts and acts[-1].get("without_governor") and behind >= BEHIND_WARNING_S:
+        head += (
+            f"\n(a busy machine: the server fell {behind:.0f} s behind its model, see the summary)"
+        )
     if acts and acts[-1].get("without_governor"):
         last = acts[-1]
         head += (

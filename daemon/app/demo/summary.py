@@ -29,6 +29,10 @@ from typing import Any
 from daemon.app.demo.approver import Answer, describe
 from daemon.app.demo.narration import clock
 
+BEHIND_WARNING_S = 1.0
+"""Seconds given up behind the step schedule from which the summary warns (a few steps' worth
+is scheduling noise)."""
+
 
 def request_counts(lines: Sequence[dict[str, Any]], ended_at: float) -> dict[str, int]:
     """Requests of the whole run by what became of them.
@@ -194,6 +198,8 @@ def summarise(
         "goodput_tok_s": good_tokens / run_s if run_s else None,
         "throughput_tok_s": tokens / run_s if run_s else None,
         "preemptions": sum(line["preemptions"] for line in lines),
+        # The simulated server steps in real time; on a busy machine it falls behind its model.
+        "behind_schedule_s": round(sum(line.get("given_up_s", 0.0) for line in lines), 3),
         "restarts": max(0, len(lines) - 1),
         "processes": spans,
         "after_vs_before": after_vs_before(spans),
@@ -263,7 +269,21 @@ def render(summary: dict[str, Any]) -> list[str]:
         lines.append("  the governor proposed and changed nothing")
     lines.extend(_prediction_lines(summary))
     lines.extend(act_lines(summary.get("acts", [])))
+    lines.extend(busy_lines(summary))
     return lines
+
+
+def busy_lines(summary: dict[str, Any]) -> list[str]:
+    """A warning when the machine was too busy for the simulated server to keep up."""
+    behind = summary.get("behind_schedule_s") or 0.0
+    if behind < BEHIND_WARNING_S:
+        return []
+    return [
+        f"warning: the machine was too busy for the simulated server: it fell behind its "
+        f"model's step schedule and gave up {behind:.0f} s of it, so this run served worse "
+        "than the model does; the runs without the governor, in virtual time, never fall "
+        "behind. Run the demo on a machine with a core to spare to compare them fairly."
+    ]
 
 
 def act_lines(acts: Sequence[dict[str, Any]]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from daemon.app.demo.narration import basis_line, forecast_line, realised_line
-from daemon.app.demo.summary import render
+from daemon.app.demo.summary import busy_lines, render
 
 FORECAST = {
     "objective": "goodput",
@@ -77,3 +77,13 @@ def test_the_summary_sets_the_measurement_against_the_prediction() -> None:
     assert f"  measured: {TEXT}" in lines
     unmeasured = render(_summary([]))
     assert "  the change's effect was not measured before the demo ended" in unmeasured
+
+
+def test_a_run_on_a_machine_too_busy_for_the_simulated_server_says_so() -> None:
+    # At a load average of 18 the server fell behind its model and the acts compared a slowed
+    # real-time run with a virtual-time one that never falls behind (docs/demo.md).
+    assert busy_lines({"behind_schedule_s": 0.2}) == []
+    [line] = busy_lines({"behind_schedule_s": 41.7})
+    assert line.startswith("warning: the machine was too busy for the simulated server")
+    assert "gave up 42 s of it" in line
+    assert line in render(_summary([{"text": TEXT}]) | {"behind_schedule_s": 41.7})

@@ -98,3 +98,5 @@ def test_a_process_summary_counts_requests_by_the_second_they_arrived() -> None:
         ledger.observe(record)
     line = summary_line(ledger, settings={}, ready_at=0.0, stopped_at=4.0, preemptions=0, load=None)
     assert line["by_arrival_second"] == [[0, 2, 1], [3, 1, 0]]
+    # And the schedule it gave up, on a machine too busy for it (none here).
+    assert line["given_up_s"] == 0.0
