@@ -74,8 +74,18 @@ class ScriptedWindows:
         return self.answers.pop(0) if self.answers else self.after
 
 
-def request(changes: dict[str, float], current: dict[str, float]) -> ChangeRequest:
-    return ChangeRequest("sim", "test-policy", changes, current, reason="a test asks")
+# A tuned change's counterfactual, as a tune policy's request carries it to the journal.
+FORECAST = {"objective": "goodput", "after": {"slo_attainment": 0.96, "goodput_rps": 7.7}}
+
+
+def request(
+    changes: dict[str, float],
+    current: dict[str, float],
+    forecast: Mapping[str, Any] | None = None,
+) -> ChangeRequest:
+    return ChangeRequest(
+        "sim", "test-policy", changes, current, reason="a test asks", forecast=forecast
+    )
 
 
 def steps_of(journal: SqliteJournal, entry_id: int | None) -> list[str]:
@@ -120,10 +130,13 @@ async def test_retunes_max_num_seqs_once_under_concurrent_decisions_without_a_sh
             assert sim.spawns() == 1
             results = await asyncio.gather(
                 first.apply(
-                    instance, request({"max_num_seqs": 16, "log_level": 30}, {"max_num_seqs": 8})
+                    instance,
+                    request({"max_num_seqs": 16, "log_level": 30}, {"max_num_seqs": 8}, FORECAST),
                 ),
-                first.apply(instance, request({"max_num_seqs": 4}, {"max_num_seqs": 8})),
-                second.apply(instance, request({"max_num_seqs": 32}, {"max_num_seqs": 8})),
+                first.apply(instance, request({"max_num_seqs": 4}, {"max_num_seqs": 8}, FORECAST)),
+                second.apply(
+                    instance, request({"max_num_seqs": 32}, {"max_num_seqs": 8}, FORECAST)
+                ),
             )
         [done] = [result for result in results if result.state == DONE]
         refused = [result for result in results if result.state == REFUSED]
@@ -155,6 +168,7 @@ async def test_retunes_max_num_seqs_once_under_concurrent_decisions_without_a_sh
         entry = journal.entry(done.entry_id)
         assert entry is not None
         assert {"plan", "preflight", "write", "restart", "ready", "verify"} <= set(entry.timings)
+        assert entry.forecast == FORECAST  # the audit log says what it was predicted to buy
         journal.close()
 
 
