@@ -22,7 +22,12 @@ import pytest
 from tests.support.demo_checks import assert_left_nothing
 from tests.support.installed_wheel import DemoRun
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+# With the installed-package tests on one xdist worker: the session's demo is theirs.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(240),
+    pytest.mark.xdist_group("installed_package"),
+]
 
 
 def _as_from_a_terminal_at_the_lowest_priority() -> None:
