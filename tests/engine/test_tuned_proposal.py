@@ -23,8 +23,9 @@ from daemon.whatif.prediction import Slo
 from daemon.whatif.summary import LengthSummary, WorkloadSummary
 from daemon.whatif.tuning import tuned_decision
 from simulator.synthetic_workloads import Z90
+from tests.engine.test_approvals_slack import posted, press
 from tests.support.slack_double import SlackDouble
-from tests.support.slack_double.approvals_rig import approvals_rig
+from tests.support.slack_double.approvals_rig import ALICE, approvals_rig
 from tests.support.slack_double.messages import CHANNEL, header, top_messages
 from tests.support.tasks import eventually
 
@@ -130,3 +131,19 @@ async def test_the_realised_effect_is_told_in_the_proposals_thread(
     assert reply.text == "realised: goodput error +1%"
     # A policy without a posted proposal on the target says it in the channel instead.
     assert [m.text for m in top_messages(double)][1:] == ["*main*: no proposal of mine"]
+
+
+async def test_an_approved_tuned_change_hands_its_forecast_to_the_actuator(
+    short_tmp: Path, double: SlackDouble
+) -> None:
+    # The actuator journals it with the change (tests/contract/test_vllm_actuator.py).
+    async with approvals_rig(short_tmp, double) as rig:
+        rig.actuator.knobs["max_num_batched_tokens"] = 8192.0
+        rig.plane.propose(tuned_intent())
+        message = await posted(double)
+        [stored] = rig.plane.store.pending()
+        await press(double, message, ALICE, "approve")
+        await eventually(lambda: bool(rig.actuator.applied), "the change applied")
+    [applied] = rig.actuator.applied
+    assert stored.record.proposal.forecast is not None
+    assert applied.forecast == stored.record.proposal.forecast.to_json()
