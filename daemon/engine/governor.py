@@ -67,6 +67,7 @@ from daemon.engine.storage.state_db import STATE_FILE
 from daemon.engine.storage.state_store import StateStore
 from daemon.fleet.canary_analysis import CanaryRule
 from daemon.fleet.rollout_member import RolloutMember
+from daemon.policy.signal_reads import signals_read
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +118,7 @@ class Governor:
         # The batch lanes come first: the policies' views have their traffic taken out.
         lanes = BatchLanes()
         self._feed: SignalFeed = OnlineFeed(
-            LiveFeed(self._signals) if feed is None else feed,
+            LiveFeed(self._signals, self._views_read) if feed is None else feed,
             lanes,
             lambda: self._loaded.config.signals.window_s,
             clock,
@@ -289,6 +290,16 @@ class Governor:
     def _config_in_force(self) -> GovernorConfig:
         """The configuration in force now: what every stage reads (it changes on reloads)."""
         return self._loaded.config
+
+    def _views_read(self) -> frozenset[str] | None:
+        """The catalogue signals the policies' views compute; None: every one.
+
+        The policies in force read a few signals of the catalogue; the recorder, when on,
+        writes the views whole (a backtest may try a policy that reads any of them).
+        """
+        if self._loaded.config.recording.enabled:
+            return None
+        return signals_read(self._policies.policies.specs)
 
     def _canary_rule_of(self, policy: str) -> CanaryRule | None:
         """The canary rule of a loaded ``scope: group`` policy; None for any other."""
