@@ -35,8 +35,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
 
     Another worker would start a second real vLLM for itself (the fixture is per process), and
     two of them would fight over the two cores; in file order, the tests that only read the
-    server still run before the ones that restart it. (Marked as each test is collected:
-    xdist reads the group before a conftest's ``pytest_collection_modifyitems`` runs.)
+    server still run before the ones that restart it. (Marked as each test is collected, so
+    that the suite's hook in ``tests/conftest.py`` finds the group and writes it into the id.)
     """
     if item.path.is_relative_to(Path(__file__).parent):
         item.add_marker(pytest.mark.xdist_group("real_vllm"))
