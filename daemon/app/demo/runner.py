@@ -222,9 +222,13 @@ def _finish(
     if options.json_path is not None:
         options.json_path.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
         say(f"summary written to {options.json_path}")
-    if observed.samples:
+    # A copy taken under the lock: a sampler thread that outlived its stop's join (a busy
+    # machine) may still append, and the plot reads the samples more than once.
+    with observed.lock:
+        samples = list(observed.samples)
+    if samples:
         times = [_seconds_after(p.get("created_at"), origin) for p in observed.proposals]
-        draw(options.plot_path, observed.samples, arrival_times, summary, [
+        draw(options.plot_path, samples, arrival_times, summary, [
             t for t in times if t is not None
         ])  # fmt: skip
         say(f"plot written to {options.plot_path}")
