@@ -85,7 +85,11 @@ class RolloutDriver:
         if not driver:
             return f"the rollout of {policy} over group {group} is driven by another governor"
         try:
-            moved = (approve if approved else reject)(stored.rollout, by)
+            if approved:
+                members = await self._store.group_members(group)
+                moved = approve(stored.rollout, by, members)
+            else:
+                moved = reject(stored.rollout, by)
         except RolloutMoveError as exc:
             return str(exc)
         if await self._write(stored, moved, driver) is None:

@@ -162,6 +162,9 @@ class RolloutMember:
                 continue
             slo = rollout.rule.ttft_slo_s
             counts = await self._actions.counts(own[member], since, until, slo)
-            if counts is not None:
-                counts = replace(counts, member=member)
-                await self._store.publish_figures(rollout.group, rollout.policy, counts)
+            if counts is None:
+                log.info("no counts over the canary window yet", extra={"member": member})
+                continue
+            counts = replace(counts, member=member)
+            await self._store.publish_figures(rollout.group, rollout.policy, counts)
+            log.info("counts published", extra={"member": member, "counts": counts.to_dict()})

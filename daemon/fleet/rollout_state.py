@@ -218,9 +218,16 @@ def propose(
     return Rollout(group, policy, dict(changes), tuple(sorted(members)), canary, rule=rule)
 
 
-def approve(rollout: Rollout, by: str) -> Rollout:
-    """A person approved it: the canary is asked to apply the change."""
+def approve(rollout: Rollout, by: str, members: frozenset[str] = frozenset()) -> Rollout:
+    """A person approved it: the canary is asked to apply the change.
+
+    ``members`` are the group's members registered now, when known: the rollout covers them
+    (and its canary), not only those registered when it was proposed (a governor that
+    started a moment later would be left out of the rollout and of the canary's baseline).
+    """
     _expect(rollout, Phase.PROPOSED, "approve")
+    if members:
+        rollout = replace(rollout, members=tuple(sorted(members | {rollout.canary})))
     return _moved(
         rollout,
         Phase.CANARY,

@@ -143,3 +143,10 @@ def test_a_canary_outside_the_group_or_no_values_is_no_rollout() -> None:
         propose("llama", "p", {"max_num_seqs": 48}, MEMBERS, "h9/main")
     with pytest.raises(RolloutMoveError, match="needs knob values"):
         propose("llama", "p", {}, MEMBERS, "h1/main")
+
+
+def test_approval_takes_in_the_members_registered_since_the_proposal() -> None:
+    proposed = propose("llama", "p", {"max_num_seqs": 48}, ("h1/main",), "h1/main")
+    rollout = approve(proposed, "ops", frozenset({"h3/main", "h2/main"}))
+    assert rollout.members == ("h1/main", "h2/main", "h3/main")  # the canary stays in
+    assert unchanged_members(rollout) == ("h2/main", "h3/main")
