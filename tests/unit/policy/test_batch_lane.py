@@ -200,10 +200,11 @@ def test_the_example_window_grows_while_tokens_are_fast_and_leaves_online_its_sl
     spec = load_policy(EXAMPLE / "batch-window.yaml")
     firing = {"batch-window": FIRING}
     quiet = {"running": 3.0, "waiting": 0.0, "tpot_p95_s": 0.03}
-    assert _width([spec], firing, quiet, current=4) == (8, "batch-window")  # + 4 a look
+    assert _width([spec], firing, quiet, current=4) == (5, "batch-window")  # + 1 a look
     assert _width([spec], firing, {**quiet, "tpot_p95_s": 0.06}, current=4) == (4, "batch-window")
+    assert _width([spec], firing, {**quiet, "tpot_p95_s": 0.12}, current=4) == (3, "batch-window")
     assert _width([spec], firing, {**quiet, "running": 45.0}, current=8) == (3, "batch-window")
-    assert _width([spec], firing, quiet, current=9) == (10, "batch-window")  # the ceiling
+    assert _width([spec], firing, quiet, current=10) == (10, "batch-window")  # the ceiling
 
 
 def test_an_opening_lane_may_not_fire_on_missing_data_a_closing_one_may() -> None:
