@@ -1,7 +1,8 @@
 """The limiter baselines' loop on the gate's cap, in virtual time: stepped every ``interval_s``.
 
 Only the baselines (gradient2, aimd, vegas: always on, no policy) use it; the governor's runs
-move the cap through the daemon's own admission loop and the gate's actuator. Each step reads the controller's signals from the view
+move the cap through the daemon's own admission loop and the gate's actuator. Each step reads
+the controller's signals from the view
 (:func:`daemon.policy.admission.from_view.admission_signals`, shared with the daemon) and sets
 the cap it returns, live, at the simulated gate. The cap stays within
 ``[min_cap, max-num-seqs]``: the controller is rebuilt with the new bound when a restart
