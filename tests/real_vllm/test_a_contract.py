@@ -26,7 +26,8 @@ CONTRACT = {
     "preemptions_per_s", "gen_tokens_per_s", "prompt_tokens_per_s", "errors_per_s",
     "aborts_per_s", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "tpot_p50_s", "tpot_p95_s",
     "tpot_p99_s", "e2e_p50_s", "e2e_p95_s", "e2e_p99_s", "queue_p50_s", "queue_p95_s",
-    "queue_p99_s", "rejections_per_s",
+    "queue_p99_s", "rejections_per_s", "request_tpot_p50_s", "request_tpot_p95_s",
+    "request_tpot_p99_s",
 }  # fmt: skip
 # Signals only one of them gives, and why: none today (both expose every counter from the
 # start, vllm:admission_rejections per reason included). Without a gate in front, the gate_*
