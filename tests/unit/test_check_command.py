@@ -73,8 +73,8 @@ KNOWN_KNOBS = (
     "watermark"
 )
 POLICY_KEYS = (
-    "action, budget_per_hour, clear, cooldown, description, for, keep_firing_for, mode, name, "
-    "on_no_data, schedule, targets, when"
+    "action, budget_per_hour, canary, clear, cooldown, description, for, keep_firing_for, mode, "
+    "name, on_no_data, schedule, scope, targets, when"
 )
 
 
