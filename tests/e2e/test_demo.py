@@ -21,12 +21,13 @@ import pytest
 
 from tests.support.demo_checks import assert_left_nothing
 from tests.support.installed_wheel import DemoRun
+from tests.support.xdist_groups import HEAVY
 
 # With the installed-package tests on one xdist worker: the session's demo is theirs.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(240),
-    pytest.mark.xdist_group("installed_package"),
+    HEAVY,
 ]
 
 

@@ -25,13 +25,14 @@ from pathlib import Path
 import pytest
 
 from tests.support.installed_wheel import DemoRun, Installed
+from tests.support.xdist_groups import HEAVY
 
 # One worker runs both files, in order (scripts/test runs two): the wheel is installed and the
-# demo started once per worker, by the first test of test_installed_package.py.
+# demo started once, by the first of these tests to run (test_demo.py).
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(420),
-    pytest.mark.xdist_group("installed_package"),
+    HEAVY,
 ]
 
 SHIPPED = (

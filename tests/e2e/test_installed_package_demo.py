@@ -23,13 +23,14 @@ import pytest
 from daemon.app.demo.summary import BEHIND_WARNING_S
 from tests.support.demo_checks import PNG_MAGIC, assert_consistent, assert_left_nothing
 from tests.support.installed_wheel import DemoRun
+from tests.support.xdist_groups import HEAVY
 
 # One worker runs both files, in order (scripts/test runs two): the wheel is installed and the
 # demo started once per worker, by the first test of test_installed_package.py.
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(480),
-    pytest.mark.xdist_group("installed_package"),
+    HEAVY,
 ]
 
 STARTING = {"max_num_seqs": 64, "max_num_batched_tokens": 256}

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.real_vllm import SHUTDOWN_TIMEOUT_S, SMALL_POOL, RealVllm, real_vllm
+from tests.support.xdist_groups import HEAVY
 
 INITIAL_CONFIG = (
     "# the unit's --config\nmax-num-seqs: 16\nmax-num-batched-tokens: 2048\n"
@@ -39,4 +40,4 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     that the suite's hook in ``tests/conftest.py`` finds the group and writes it into the id.)
     """
     if item.path.is_relative_to(Path(__file__).parent):
-        item.add_marker(pytest.mark.xdist_group("real_vllm"))
+        item.add_marker(HEAVY)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import socket
@@ -20,9 +21,24 @@ def require_command(name: str) -> str:
     pytest.skip(message)
 
 
+# Ports are handed out from a block of this process's own, below the kernel's ephemeral range
+# (32768-60999 by default), never twice in a row. Asking the kernel for port 0 and closing the
+# probe returned a port that another pytest-xdist worker (or this process's next call: an etcd
+# member got the same peer and client port) could take before the server bound it.
+_BLOCK = 4000
+_WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+_FIRST = 20000 + (_WORKER % 3) * _BLOCK  # 20000-31999 for workers gw0-gw2, then again
+_handed_out = itertools.count()
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
+    """A TCP port on 127.0.0.1 that nothing listens on right now, from this worker's block."""
+    for _ in range(_BLOCK):
+        port = _FIRST + next(_handed_out) % _BLOCK
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use (or closing): the next one
+            return port
+    raise RuntimeError(f"no free port in {_FIRST}-{_FIRST + _BLOCK - 1}")
