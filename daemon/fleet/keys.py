@@ -8,7 +8,9 @@ restart slot N of a group's disruption budget (bound to the holder's lease);
 driver), ``rollout-drivers/GROUP/POLICY`` names the governor driving it (bound to that
 governor's lease), and ``rollout-reports/GROUP/POLICY/HOST/INSTANCE`` is what a member's
 governor did when the rollout asked, ``rollout-figures/GROUP/POLICY/HOST/INSTANCE`` its
-server's counts over the canary's comparison window.
+server's counts over the canary's comparison window; ``rollout-lines/GROUP/POLICY/PROPOSAL/LINE``
+says that a line of the rollout was posted in its proposal's Slack thread (bound to no lease:
+a driver that resumes a dead one's rollout must not post it again).
 """
 
 from __future__ import annotations
@@ -62,9 +64,14 @@ class FleetKeys:
         """The key of the rollout of ``policy`` over ``group``."""
         return f"{self.all_rollouts}{group}/{policy}"
 
+    @property
+    def all_rollout_drivers(self) -> str:
+        """The prefix of every rollout's driver key."""
+        return f"{self.prefix}rollout-drivers/"
+
     def rollout_driver(self, group: str, policy: str) -> str:
         """The key that names the governor driving that rollout."""
-        return f"{self.prefix}rollout-drivers/{group}/{policy}"
+        return f"{self.all_rollout_drivers}{group}/{policy}"
 
     def rollout_reports(self, group: str, policy: str) -> str:
         """The prefix of the members' reports to that rollout."""
@@ -73,3 +80,7 @@ class FleetKeys:
     def rollout_figures(self, group: str, policy: str) -> str:
         """The prefix of the members' counts over that rollout's comparison window."""
         return f"{self.prefix}rollout-figures/{group}/{policy}/"
+
+    def rollout_lines(self, group: str, policy: str) -> str:
+        """The prefix of the marks of that rollout's lines posted in its Slack thread."""
+        return f"{self.prefix}rollout-lines/{group}/{policy}/"

@@ -76,8 +76,21 @@ class RolloutDriver:
                 log.warning("rollouts not read", extra={"error": str(exc)})
             await asyncio.sleep(self._poll_s)
 
-    async def decide(self, group: str, policy: str, by: str, *, approved: bool) -> str:
-        """A person's decision on the group's proposal; "" when written, else why not."""
+    async def decide(
+        self,
+        group: str,
+        policy: str,
+        by: str,
+        *,
+        approved: bool,
+        proposal: str = "",
+        thread: tuple[str, str] = ("", ""),
+    ) -> str:
+        """A person's decision on the group's proposal; "" when written, else why not.
+
+        ``proposal`` and ``thread`` (its Slack message) go with the rollout, so that whichever
+        governor drives it replies in that thread.
+        """
         stored = await self._store.read(group, policy)
         if stored is None:
             return f"no rollout of {policy} over group {group}"
@@ -87,7 +100,10 @@ class RolloutDriver:
         try:
             if approved:
                 members = await self._store.group_members(group)
-                moved = approve(stored.rollout, by, members)
+                at = self._clock.wall().isoformat()
+                moved = approve(
+                    stored.rollout, by, members, proposal=proposal, thread=thread, at=at
+                )
             else:
                 moved = reject(stored.rollout, by)
         except RolloutMoveError as exc:
@@ -153,6 +169,8 @@ class RolloutDriver:
     async def _write(
         self, stored: StoredRollout, moved: Rollout, driver: int
     ) -> StoredRollout | None:
+        # Stamped with who wrote it and when: `fleet status` shows both.
+        moved = replace(moved, driver=self._host, updated_at=self._clock.wall().isoformat())
         written = await self._store.write(stored, moved, driver)
         rollout = stored.rollout
         if written is None:

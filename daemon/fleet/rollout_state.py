@@ -127,6 +127,13 @@ class Rollout:
             comparison window starts there.
         rule: How the canary is judged (the proposing policy's, carried so that whichever
             governor drives judges the same way).
+        proposal: The id of the proposal a person approved ("" before, or when approved
+            without one): it names the rollout's lines in its Slack thread.
+        thread: ``(channel, ts)`` of the proposal's Slack message when it was approved
+            (empty when not posted yet): whichever governor drives replies there.
+        driver: The host of the governor that wrote it last (its driver then).
+        started_at: When a person approved it (wall clock, ISO 8601).
+        updated_at: When it was last written.
     """
 
     group: str
@@ -140,6 +147,11 @@ class Rollout:
     history: tuple[str, ...] = ()
     analysis_since: str = ""
     rule: CanaryRule = DEFAULT_RULE
+    proposal: str = ""
+    thread: tuple[str, str] = ("", "")
+    driver: str = ""
+    started_at: str = ""
+    updated_at: str = ""
 
     def step(self, member: str) -> Step:
         """The step of ``member`` (WAITING until the rollout asks something of it)."""
@@ -165,6 +177,11 @@ class Rollout:
             "history": list(self.history),
             "analysis_since": self.analysis_since,
             "rule": self.rule.to_dict(),
+            "proposal": self.proposal,
+            "thread": list(self.thread),
+            "driver": self.driver,
+            "started_at": self.started_at,
+            "updated_at": self.updated_at,
         }
         return json.dumps(body, sort_keys=True).encode()
 
@@ -181,6 +198,8 @@ class Rollout:
                 message = f"rollout format {data['version']}, this governor reads {FORMAT_VERSION}"
                 raise RolloutMoveError(message)
             verdict = data["verdict"]
+            # Read with defaults: a rollout written before these fields existed is still one.
+            channel, ts = data.get("thread", ("", ""))
             return cls(
                 group=str(data["group"]),
                 policy=str(data["policy"]),
@@ -193,6 +212,11 @@ class Rollout:
                 history=tuple(str(line) for line in data["history"]),
                 analysis_since=str(data["analysis_since"]),
                 rule=CanaryRule.from_dict(data["rule"]),
+                proposal=str(data.get("proposal", "")),
+                thread=(str(channel), str(ts)),
+                driver=str(data.get("driver", "")),
+                started_at=str(data.get("started_at", "")),
+                updated_at=str(data.get("updated_at", "")),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             message = f"a rollout that cannot be read: {exc}"
@@ -218,16 +242,27 @@ def propose(
     return Rollout(group, policy, dict(changes), tuple(sorted(members)), canary, rule=rule)
 
 
-def approve(rollout: Rollout, by: str, members: frozenset[str] = frozenset()) -> Rollout:
+def approve(
+    rollout: Rollout,
+    by: str,
+    members: frozenset[str] = frozenset(),
+    *,
+    proposal: str = "",
+    thread: tuple[str, str] = ("", ""),
+    at: str = "",
+) -> Rollout:
     """A person approved it: the canary is asked to apply the change.
 
     ``members`` are the group's members registered now, when known: the rollout covers them
     (and its canary), not only those registered when it was proposed (a governor that
     started a moment later would be left out of the rollout and of the canary's baseline).
+    ``proposal`` and ``thread`` name the approved proposal and its Slack message, ``at`` the
+    moment (the rollout starts there).
     """
     _expect(rollout, Phase.PROPOSED, "approve")
     if members:
         rollout = replace(rollout, members=tuple(sorted(members | {rollout.canary})))
+    rollout = replace(rollout, proposal=proposal, thread=thread, started_at=at)
     return _moved(
         rollout,
         Phase.CANARY,

@@ -86,11 +86,13 @@ class RolloutStore:
         """Make ``rollout`` the group's, unless a live one is there already.
 
         A finished rollout in the way is replaced (compare-and-swap on its revision, its
-        members' reports cleared in the same transaction); a live one is returned as it is.
+        members' reports, counts and posted lines cleared in the same transaction); a live one
+        is returned as it is.
         """
         key = self._keys.rollout(rollout.group, rollout.policy)
         reports = self._keys.rollout_reports(rollout.group, rollout.policy)
         figures = self._keys.rollout_figures(rollout.group, rollout.policy)
+        lines = self._keys.rollout_lines(rollout.group, rollout.policy)
         absent = Compare(key, "CREATE", 0)
         target = absent
         while True:
@@ -100,6 +102,7 @@ class RolloutStore:
                     TxnOp.put(key, rollout.to_json()),
                     TxnOp.delete_prefix(reports),
                     TxnOp.delete_prefix(figures),
+                    TxnOp.delete_prefix(lines),
                 ],
                 [TxnOp.get(key)],
             )
@@ -169,6 +172,23 @@ class RolloutStore:
             [TxnOp.put(key, moved.to_json())],
         )
         return StoredRollout(moved, result.revision) if result.succeeded else None
+
+    async def claim_line(self, rollout: Rollout, line: str, host: str) -> bool:
+        """Claim the posting of ``line`` of ``rollout``'s thread; whether this call got it.
+
+        A create-only transaction bound to no lease: of all the governors that ever drive
+        the rollout (a dead driver's successor included), exactly one gets each line, and
+        posts it (at most once: a claimer that dies before posting loses the line).
+        """
+        key = (
+            f"{self._keys.rollout_lines(rollout.group, rollout.policy)}"
+            f"{rollout.proposal or '-'}/{line}"
+        )
+        value = json.dumps({"host": host}).encode()
+        result = await self._client.transaction(
+            [Compare(key, "CREATE", 0)], [TxnOp.put(key, value)]
+        )
+        return result.succeeded
 
     async def report(self, group: str, policy: str, report: MemberReport) -> None:
         """Record what this member's governor did when the rollout asked."""

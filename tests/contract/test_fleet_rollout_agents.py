@@ -1,149 +1,87 @@
 """Group rollouts driven through a real etcd: four governors' drivers and members, in process.
 
-Each governor is what the daemon runs for a rollout: a lease with its instance's record, a
-:class:`RolloutDriver` and a :class:`RolloutMember`, looking every 50 ms. The servers are a
-shared recording double (:class:`Servers`): a change takes a little time, counts what runs at
-once in the group, and a server running the "bad" value answers worse counts, so a canary can
-pass or fail on its own figures. A governor that dies is its tasks cancelled and its lease
-revoked (what etcd does to a kill -9'd governor's lease once its TTL has passed).
+The governors are :class:`~tests.support.rollout_fleet.FleetGovernor`: each a lease with its
+instance's record, the rollout's driver and member sides and the thread that posts its
+driver's lines (here into a shared list of who posted what: the Slack side is the approvals
+plane's, tested with the Slack double in ``tests/engine/test_fleet_rollout_thread.py``), over
+one shared recording double of the servers, on which a canary passes or fails on its own
+figures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import Mapping
-from datetime import UTC, datetime
+from collections import Counter
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
-from daemon.fleet.canary_analysis import CanaryRule, ServerCounts
+from daemon.fleet.canary_analysis import CanaryRule
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
-from daemon.fleet.records import MemberRecord
-from daemon.fleet.rollout_driver import RolloutDriver
-from daemon.fleet.rollout_member import MemberOutcome, RolloutMember
+from daemon.fleet.rollout_lines import thread_lines
 from daemon.fleet.rollout_state import Phase, Rollout, propose
 from daemon.fleet.rollout_store import RolloutStore
 from tests.support.etcd import EtcdCluster
+from tests.support.rollout_fleet import BAD_SEQS, FleetGovernor, Servers, until_finished
 
 pytestmark = pytest.mark.service("etcd")
 KEYS = FleetKeys("/agents/")
 HOSTS = ("h1", "h2", "h3", "h4")
 MEMBERS = tuple(f"{host}/main" for host in HOSTS)
 RULE = CanaryRule(window_s=1.0, min_requests=20)
-BAD_SEQS = 8.0
+PROPOSAL = "p-llama-1"
+THREAD = ("C0APPROVALS", "1700000000.000100")
 
 
-class Clock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def wall(self) -> datetime:
-        return datetime.now(UTC)
-
-
-class Servers:
-    """Every host's server: its knob values, its changes, how many change at once."""
+class Thread:
+    """The proposal's thread as every governor's RolloutThread posts into it."""
 
     def __init__(self) -> None:
-        self.values = {member: {"max_num_seqs": 64.0} for member in MEMBERS}
-        self.changes: list[tuple[str, float]] = []
-        self.changing = 0
-        self.most_changing = 0
+        self.posts: list[tuple[str, str]] = []  # (host, text)
+
+    def poster(self, host: str) -> Callable[[Rollout, str], Awaitable[bool]]:
+        async def post(rollout: Rollout, text: str) -> bool:
+            assert (rollout.proposal, rollout.thread) == (PROPOSAL, THREAD)
+            self.posts.append((host, text))
+            return True
+
+        return post
 
 
-class Actions:
-    """One host's MemberActions over the shared servers."""
-
-    def __init__(self, servers: Servers, host: str) -> None:
-        self._servers = servers
-        self._host = host
-
-    async def change(
-        self, instance: str, policy: str, values: Mapping[str, float], reason: str
-    ) -> MemberOutcome:
-        member = f"{self._host}/{instance}"
-        servers = self._servers
-        previous = dict(servers.values[member])
-        servers.changing += 1
-        servers.most_changing = max(servers.most_changing, servers.changing)
-        try:
-            await asyncio.sleep(0.1)  # the restart
-        finally:
-            servers.changing -= 1
-        servers.values[member] = dict(values)
-        servers.changes.append((member, values["max_num_seqs"]))
-        return MemberOutcome(True, f"done ({reason})", previous)
-
-    async def counts(
-        self, instance: str, since: datetime, until: datetime, ttft_slo_s: float
-    ) -> ServerCounts:
-        bad = self._servers.values[f"{self._host}/{instance}"]["max_num_seqs"] == BAD_SEQS
-        return ServerCounts(instance, 300, 200 if bad else 285, 0, 30)
-
-
-class Governor:
-    def __init__(self, client: EtcdGateway, servers: Servers, host: str) -> None:
-        self.host = host
-        self.client = client
-        self.lease = 0
-        store = RolloutStore(client, KEYS)
-        self.moves: list[Rollout] = []
-        self.driver = RolloutDriver(
-            store,
-            host=host,
-            lease=lambda: self.lease,
-            slots_of=lambda group, size: 1,
-            clock=Clock(),
-            poll_s=0.05,
-            moved=self.moves.append,
-        )
-        self.member = RolloutMember(
-            store,
-            host=host,
-            instances=lambda: ["main"],
-            actions=Actions(servers, host),
-            clock=Clock(),
-            poll_s=0.05,
-        )
-        self.tasks: list[asyncio.Task[None]] = []
-
-    async def start(self) -> None:
-        self.lease = await self.client.grant(30)
-        record = MemberRecord(self.host, "main", "llama", "0.33.0", {}, "up")
-        await self.client.put(KEYS.member(self.host, "main"), record.to_json(), lease=self.lease)
-        self.tasks = [
-            asyncio.create_task(self.driver.run(lambda: None), name=f"{self.host} driver"),
-            asyncio.create_task(self.member.run(lambda: None), name=f"{self.host} member"),
-        ]
-
-    async def die(self) -> None:
-        for task in self.tasks:
-            task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
-        await self.client.revoke(self.lease)
-
-    async def stop(self) -> None:
-        await self.die()
-
-
-async def _fleet(client: EtcdGateway, servers: Servers) -> list[Governor]:
-    governors = [Governor(client, servers, host) for host in HOSTS]
+async def _fleet(client: EtcdGateway, servers: Servers, thread: Thread) -> list[FleetGovernor]:
+    governors = [FleetGovernor(client, KEYS, servers, host, thread.poster(host)) for host in HOSTS]
     for governor in governors:
         await governor.start()
     return governors
 
 
-async def _until_finished(store: RolloutStore, timeout_s: float = 20) -> Rollout:
-    deadline = time.monotonic() + timeout_s
+async def _until_finished(store: RolloutStore) -> Rollout:
+    return await until_finished(store, "shrink")
+
+
+async def _approve(governor: FleetGovernor) -> None:
+    decided = await governor.driver.decide(
+        "llama", "shrink", "ops", approved=True, proposal=PROPOSAL, thread=THREAD
+    )
+    assert decided == ""
+
+
+async def _claims(client: EtcdGateway, final: Rollout) -> dict[str, str]:
+    """Each line of the final rollout's thread and who claimed it, once all are claimed."""
+    expected = {line.key for line in thread_lines(final)}
+    prefix = f"{KEYS.rollout_lines('llama', 'shrink')}{PROPOSAL}/"
+    deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        stored = await store.read("llama", "shrink")
-        if stored is not None and stored.rollout.phase.finished:
-            return stored.rollout
+        found = await client.get_prefix(prefix)
+        claims = {kv.key.removeprefix(prefix): json.loads(kv.value)["host"] for kv in found}
+        if set(claims) == expected:
+            return claims
         await asyncio.sleep(0.05)
-    raise AssertionError("the rollout did not finish")
+    raise AssertionError(f"lines claimed: {sorted(claims)}, expected {sorted(expected)}")
 
 
 async def _proposed(store: RolloutStore, seqs: float) -> None:
@@ -153,17 +91,25 @@ async def _proposed(store: RolloutStore, seqs: float) -> None:
 
 def test_a_passing_canary_is_rolled_to_the_rest_one_at_a_time(tmp_path: Path) -> None:
     async def scenario(client: EtcdGateway) -> None:
-        servers = Servers()
+        servers, thread = Servers(MEMBERS), Thread()
         store = RolloutStore(client, KEYS)
-        governors = await _fleet(client, servers)
+        governors = await _fleet(client, servers, thread)
         try:
             await _proposed(store, 48.0)
-            assert await governors[1].driver.decide("llama", "shrink", "ops", approved=True) == ""
+            await _approve(governors[1])
             final = await _until_finished(store)
+            claims = await _claims(client, final)
         finally:
             for governor in governors:
                 await governor.stop()
         assert final.phase is Phase.DONE
+        # The thread: every step once, in order, posted by the driver alone.
+        assert thread.posts == [("h2", line.text) for line in thread_lines(final)]
+        assert set(claims.values()) == {"h2"}
+        assert "Canary analysis over 1 s (TTFT SLO 2 s): *passed*" in thread.posts[2][1]
+        assert thread.posts[-1][1].startswith(":white_check_mark: Rolled out: all 4 members")
+        assert (final.driver, final.proposal, final.thread) == ("h2", PROPOSAL, THREAD)
+        assert final.started_at <= final.updated_at
         assert servers.changes[0] == ("h2/main", 48.0)  # the canary first
         assert sorted(servers.changes) == [(member, 48.0) for member in MEMBERS]  # each once
         assert servers.most_changing == 1  # max_unavailable 1
@@ -178,17 +124,29 @@ def test_a_passing_canary_is_rolled_to_the_rest_one_at_a_time(tmp_path: Path) ->
 
 def test_a_failing_canary_is_reverted_and_the_rollout_stops(tmp_path: Path) -> None:
     async def scenario(client: EtcdGateway) -> None:
-        servers = Servers()
+        servers, thread = Servers(MEMBERS), Thread()
         store = RolloutStore(client, KEYS)
-        governors = await _fleet(client, servers)
+        governors = await _fleet(client, servers, thread)
         try:
             await _proposed(store, BAD_SEQS)
-            assert await governors[0].driver.decide("llama", "shrink", "ops", approved=True) == ""
+            await _approve(governors[0])
             final = await _until_finished(store)
+            await _claims(client, final)
         finally:
             for governor in governors:
                 await governor.stop()
         assert final.phase is Phase.ABORTED
+        # The evidence in the thread: the failed analysis, the revert, the rollout stopped.
+        assert thread.posts == [("h1", line.text) for line in thread_lines(final)]
+        analysis = next(text for _, text in thread.posts if text.startswith("Canary analysis"))
+        assert analysis.splitlines()[:3] == [
+            "Canary analysis over 1 s (TTFT SLO 2 s): *failed*",
+            "• canary h2/main: 300 requests, SLO attainment 66.7%, goodput 6.67 req/s per server,"
+            " errors 0.0%",
+            "• baseline, 3 unchanged member(s): 900 requests, SLO attainment 95.0%,"
+            " goodput 9.50 req/s per server, errors 0.0%",
+        ]
+        assert thread.posts[-1][1].startswith(":leftwards_arrow_with_hook: Rolled back")
         assert servers.changes == [("h2/main", BAD_SEQS), ("h2/main", 64.0)]  # reverted
         assert final.verdict is not None
         assert not final.verdict.passed
@@ -211,22 +169,36 @@ def test_a_failing_canary_is_reverted_and_the_rollout_stops(tmp_path: Path) -> N
 
 def test_when_the_driver_dies_mid_rollout_exactly_one_other_takes_over(tmp_path: Path) -> None:
     async def scenario(client: EtcdGateway) -> None:
-        servers = Servers()
+        servers, thread = Servers(MEMBERS), Thread()
         store = RolloutStore(client, KEYS)
-        governors = await _fleet(client, servers)
+        governors = await _fleet(client, servers, thread)
         driver = governors[3]  # h4: its own server is changed last, so it dies mid-way
         try:
             await _proposed(store, 48.0)
-            assert await driver.driver.decide("llama", "shrink", "ops", approved=True) == ""
+            await _approve(driver)
             while not any(m.phase is Phase.ROLLING and m.steps for m in driver.moves):
                 await asyncio.sleep(0.02)
             while len(servers.changes) < 2:  # the canary and the first member: mid-way
                 await asyncio.sleep(0.02)
             await driver.die()
+            posted_before = len(thread.posts)
             final = await _until_finished(store)
+            claims = await _claims(client, final)
         finally:
             for governor in governors[:3]:
                 await governor.stop()
+        # The thread: no line twice. Each line was claimed once in etcd, and whoever claimed
+        # it posted it (a claim the killed driver made but never posted is lost, not repeated);
+        # the lines after its death come from the one governor that took over.
+        texts = {line.key: line.text for line in thread_lines(final)}
+        assert max(Counter(text for _, text in thread.posts).values()) == 1, thread.posts
+        assert {(claims[key], text) for key, text in texts.items() if claims[key] != "h4"} <= set(
+            thread.posts
+        )
+        assert set(thread.posts) <= {(claims[key], text) for key, text in texts.items()}
+        successor = {host for host, _ in thread.posts[posted_before:]}
+        assert len(successor) == 1
+        assert successor != {"h4"}
         took_over = [line for line in final.history if line.startswith("driven by")]
         assert len(took_over) == 1, final.history
         assert not took_over[0].startswith("driven by h4")
