@@ -58,17 +58,22 @@ def run_with_batch_window(
     until: float,
     tick_s: float = 1.0,
     sample_interval_s: float = 60.0,
+    start_spacing_s: float = 0.0,
 ) -> VirtualRun:
     """Run the online arrivals to ``until``, sending the backlog as ``window`` allows.
 
     Returns the run; its records hold both lanes (each with its priority), its samples the
     engine on a ``sample_interval_s`` grid. Batch requests still in flight at ``until`` are
-    left unfinished (not in the records).
+    left unfinished (not in the records). With ``start_spacing_s`` the runner starts at most
+    one request per spacing (a paced lane, as the governor's ``start_spacing``), looking every
+    spacing instead of every ``tick_s``.
     """
     run = VirtualRun(engine, online, sample_interval_s=sample_interval_s)
     sent = 0
     in_flight = 0
     seen = 0
+    if start_spacing_s > 0:
+        tick_s = start_spacing_s
     while run.now < until:
         target = min(until, run.now + tick_s)
         run.run_until(target)
@@ -80,6 +85,8 @@ def run_with_batch_window(
                 in_flight -= 1
         seen = len(records)
         room = window(run.now) - in_flight
+        if start_spacing_s > 0:
+            room = min(room, 1)
         while room > 0 and sent < len(backlog) and engine.accepting:
             job = backlog[sent]
             # A job refused at once leaves a record too, collected at the next tick.

@@ -14,6 +14,9 @@ lane is as wide as the firing policies say, at every look:
   ``current`` (the lane's width now); the narrowest wins (the safer direction), rounded down,
   within ``[0, ceiling]``. A value that lacks data holds the lane where it is (never wider),
   as an admission controller holds; an expression that fails closes the lane.
+* **Paced.** An open lane's ``spacing_s`` is the longest ``start_spacing`` of the firing
+  opening policies (the safer direction again): the least time between two batch requests'
+  starts, so that their prefills do not land in the same engine step.
 
 Shadow policies never steer the lane (their firing is recorded, nothing more).
 """
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from daemon.policy.evaluate import TargetView
@@ -39,11 +42,13 @@ class LaneWidth:
         width: 0 closes the lane.
         policy: The policy that decided, or None when none fires.
         reason: One line for people.
+        spacing_s: The least time between two of the lane's request starts (0: none).
     """
 
     width: int
     policy: str | None
     reason: str
+    spacing_s: float = 0.0
 
 
 def batch_policies(specs: Sequence[PolicySpec], target: str) -> list[PolicySpec]:
@@ -98,7 +103,12 @@ def lane_width(
             return LaneWidth(0, spec.name, f"{spec.name}: its concurrency gave {value!r}: closed")
         width = int(min(max(value, 0.0), float(ceiling)))
         widths.append(LaneWidth(width, spec.name, f"{spec.name}: {expression.source} = {value:g}"))
-    return min(widths, key=lambda lane: lane.width)
+    spacing = max(
+        spec.action.batch.start_spacing_s
+        for spec in firing
+        if spec.action is not None and spec.action.batch is not None
+    )
+    return replace(min(widths, key=lambda lane: lane.width), spacing_s=spacing)
 
 
 def _acts(
@@ -143,4 +153,5 @@ def fcfs_bound(decided: LaneWidth, view: TargetView, share: float) -> LaneWidth:
         return decided
     if cap == 0:
         return LaneWidth(0, decided.policy, f"fcfs: no slot free of online ({where}), closed")
-    return LaneWidth(cap, decided.policy, f"{decided.reason}; fcfs: at most {cap} ({where})")
+    reason = f"{decided.reason}; fcfs: at most {cap} ({where})"
+    return LaneWidth(cap, decided.policy, reason, decided.spacing_s)

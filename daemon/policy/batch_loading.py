@@ -2,9 +2,9 @@
 
 The shape is pydantic's (:class:`~daemon.policy.spec.BatchModel`); what it cannot say is
 checked here: an opening action names its width (a CEL number over signals and ``current``,
-the lane's width now), a closing one does not, a constant width is a whole number of requests
-of at least 1, and the lane is live (no restart, nothing to approve), so ``risk: approval``
-would promise a review that never happens.
+the lane's width now), a closing one does not (nor a ``start_spacing``), a constant width is
+a whole number of requests of at least 1, a spacing is a duration, and the lane is live (no
+restart, nothing to approve), so ``risk: approval`` would promise a review that never happens.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from daemon.policy.durations import parse_duration
 from daemon.policy.expressions import Expression, ExpressionError
 from daemon.policy.spec import BatchLaneSpec, BatchModel
 
@@ -42,6 +43,9 @@ def batch_lane_spec(
         if model.concurrency is not None:
             message = "a closed lane has no concurrency: remove it, or write `open: true`"
             problems.append((("batch", "concurrency"), message))
+        if model.start_spacing is not None:
+            message = "a closed lane starts nothing: remove start_spacing, or write `open: true`"
+            problems.append((("batch", "start_spacing"), message))
         return LoadedLane(None if problems else BatchLaneSpec(None), problems)
     if model.concurrency is None:
         message = 'an open lane needs its width: `concurrency: 4` or a CEL number ("current + 1.0")'
@@ -50,7 +54,13 @@ def batch_lane_spec(
     expression, problem = _width(model.concurrency, compile_action)
     if problem:
         problems.append((("batch", "concurrency"), problem))
-    return LoadedLane(None if problems else BatchLaneSpec(expression), problems)
+    spacing = 0.0
+    if model.start_spacing is not None:
+        try:
+            spacing = parse_duration(model.start_spacing)
+        except ValueError as exc:
+            problems.append((("batch", "start_spacing"), str(exc)))
+    return LoadedLane(None if problems else BatchLaneSpec(expression, spacing), problems)
 
 
 def _width(

@@ -187,6 +187,12 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             "and `current`; rounded down, within [0, [batch] concurrency].",
             ("current + 1.0",),
         ),
+        "start_spacing": (
+            "The least time between two batch requests' starts on the server (a duration): "
+            "paces the lane's prefills so that no two land in one engine step. Among firing "
+            "policies the longest wins. Default: none.",
+            ("250ms",),
+        ),
     },
     "AdmissionModel": {
         "controller": (

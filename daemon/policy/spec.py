@@ -178,6 +178,7 @@ class BatchModel(_Model):
 
     open: bool = True
     concurrency: str | int | float | None = None
+    start_spacing: str | int | float | None = None
 
 
 class ActionModel(_Model):
@@ -303,9 +304,12 @@ class BatchLaneSpec:
     Like an admission loop, it acts through its firing (:mod:`daemon.policy.batch_lane`): the
     lane's width is re-read from the expression at every look while the policy fires, and the
     lane closes when no opening policy fires. ``current`` is the lane's width now.
+    ``start_spacing_s`` paces the lane: at least this long between two of its requests'
+    starts (0: none), so that no two batch prefills land in the same engine step.
     """
 
     concurrency: Expression | None
+    start_spacing_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

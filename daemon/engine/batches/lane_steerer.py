@@ -201,7 +201,7 @@ class LaneSteerer:
 
     def _set(self, lane: Lane, decided: LaneWidth) -> None:
         before = lane.width
-        lane.set(decided.width, decided.reason, decided.policy)
+        lane.set(decided.width, decided.reason, decided.policy, decided.spacing_s)
         self._width.labels(target=lane.target).set(decided.width)
         if decided.width != before:
             log.info(

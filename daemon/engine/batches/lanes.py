@@ -9,7 +9,11 @@ The lane's width is set from outside (:mod:`.lane_steerer`, from the batch polic
   least work), so that online traffic gets its room back within a look, not after the longest
   batch request; their lines go back to pending and are sent again later (their results are
   still written once: :mod:`.job_runner`);
-* width 0 closes the lane: nothing is in flight and workers wait.
+* width 0 closes the lane: nothing is in flight and workers wait;
+* a spacing paces it: at least ``spacing_s`` (on the loop's clock) between two starts, so that
+  requests freed together (several ending in one engine step, a lane widened by more than one)
+  do not put their prefills into one step: the step every online request arriving then waits
+  for (docs/batch.md, "What inflates online TTFT").
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ class Lane:
         self.scheduling = "unknown"
         self._in_flight: list[asyncio.Task[Any]] = []  # oldest first
         self._room = asyncio.Event()
+        self.spacing_s = 0.0
+        self._last_start: float | None = None  # the loop's time of the last start
         self.narrowed = 0  # requests cancelled by narrowing, since start
         self.tally = TrafficTally()  # the answers, for the online signals
 
@@ -44,13 +50,17 @@ class Lane:
         """Batch requests in flight on the target now."""
         return len(self._in_flight)
 
-    def set(self, width: int, reason: str, policy: str | None = None) -> None:
+    def set(
+        self, width: int, reason: str, policy: str | None = None, spacing_s: float = 0.0
+    ) -> None:
         """Make the lane ``width`` wide; cancel the newest requests beyond it.
 
         Only requests still running count: one that has ended (its callback not run yet) or
         is being cancelled already leaves its place to the next, not one more cut.
+        ``spacing_s`` is the least time between two starts from now on.
         """
         self.width, self.reason, self.policy = max(0, width), reason, policy
+        self.spacing_s = max(0.0, spacing_s)
         running = [task for task in self._in_flight if not task.done() and not task.cancelling()]
         for task in running[self.width :]:
             task.cancel()
@@ -58,13 +68,23 @@ class Lane:
         self._room.set()
 
     async def room(self) -> None:
-        """Wait until one more request fits in the lane."""
-        while len(self._in_flight) >= self.width:
-            self._room.clear()
-            await self._room.wait()
+        """Wait until one more request fits in the lane and its spacing has passed."""
+        loop = asyncio.get_running_loop()
+        while True:
+            if len(self._in_flight) >= self.width:
+                self._room.clear()
+                await self._room.wait()
+                continue
+            # Looked at again after the sleep: another worker may have started meanwhile,
+            # or the lane narrowed.
+            due = 0.0 if self._last_start is None else self._last_start + self.spacing_s
+            if loop.time() >= due:
+                return
+            await asyncio.sleep(due - loop.time())
 
     def start(self, request: Coroutine[Any, Any, T], name: str) -> asyncio.Task[T]:
         """Run ``request`` in the lane (call right after :meth:`room`, with no await between)."""
+        self._last_start = asyncio.get_running_loop().time()
         task = asyncio.create_task(request, name=name)
         self._in_flight.append(task)
         task.add_done_callback(self._left)
@@ -89,6 +109,7 @@ class Lane:
             "policy": self.policy,
             "reason": self.reason,
             "narrowed": self.narrowed,
+            "start_spacing_s": self.spacing_s,
             "priority": self.priority,
             "scheduling": self.scheduling,
         }

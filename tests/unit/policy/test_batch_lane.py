@@ -236,3 +236,54 @@ def test_under_fcfs_a_batch_request_queued_in_vllm_closes_the_lane() -> None:
     assert fcfs_bound(LaneWidth(3, "night-batch", "3"), view, 0.5).width == 1  # 8 - 6 - 1
     full = TargetView("main", {**online, "running": 7.0}, {"max_num_seqs": 8.0})
     assert fcfs_bound(LaneWidth(3, "night-batch", "3"), full, 0.5).width == 0
+
+
+PACED = OPEN.replace('16.0 - running)"}', '16.0 - running)", start_spacing: 250ms}')
+
+
+def _decided(specs: list[PolicySpec], firing: list[str]) -> LaneWidth:
+    decided = lane_width(
+        specs,
+        {(name, "main"): FIRING for name in firing},
+        TargetView("main", QUIET, {}),
+        WALL,
+        current=2,
+        ceiling=10,
+    )
+    assert decided is not None
+    return decided
+
+
+def test_a_paced_lane_spaces_its_starts_and_the_longest_firing_spacing_wins() -> None:
+    paced = _spec(PACED)
+    assert paced.action is not None
+    assert paced.action.batch is not None
+    assert paced.action.batch.start_spacing_s == 0.25
+    slower = _spec(PACED.replace("night-batch", "slow-batch").replace("250ms", "1s"))
+    unpaced = _spec(OPEN.replace("night-batch", "any-batch"))
+    assert _decided([unpaced], ["any-batch"]).spacing_s == 0.0
+    assert _decided([paced, unpaced], ["night-batch", "any-batch"]).spacing_s == 0.25
+    both = _decided([paced, slower, unpaced], ["night-batch", "slow-batch", "any-batch"])
+    assert (both.width, both.spacing_s) == (4, 1.0)
+    # The fcfs bound narrows the lane and keeps its pace.
+    view = TargetView("main", QUIET, {"max_num_seqs": 8.0})
+    bounded = fcfs_bound(LaneWidth(4, "night-batch", "open", 0.25), view, 0.25)
+    assert (bounded.width, bounded.spacing_s) == (2, 0.25)
+
+
+@pytest.mark.parametrize(
+    ("action", "expected"),
+    [
+        (
+            "{batch: {open: false, start_spacing: 1s}}",
+            r"p.yaml:3:\d+: action.batch.start_spacing: a closed lane starts nothing",
+        ),
+        (
+            "{batch: {concurrency: 4, start_spacing: soon}}",
+            r"p.yaml:3:\d+: action.batch.start_spacing: 'soon' is not a duration",
+        ),
+    ],
+)
+def test_a_bad_start_spacing_is_refused_with_its_file_and_line(action: str, expected: str) -> None:
+    problems = _problems(f"name: p\nwhen: running < 4.0\naction: {action}\n")
+    assert any(re.match(expected, problem) for problem in problems), problems
