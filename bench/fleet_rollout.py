@@ -46,6 +46,7 @@ from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.fleet.canary_analysis import CanaryRule, ServerCounts
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
+from daemon.fleet.member_resume import FinishedChange, Standing
 from daemon.fleet.records import MemberRecord
 from daemon.fleet.registrar import Registrar
 from daemon.fleet.restart_slots import FleetRestartSlots
@@ -135,9 +136,14 @@ class Actions:
     """One replica's MemberActions: the real vLLM actuator, the server's own counters."""
 
     def __init__(
-        self, actuator: VllmActuator, instance: VllmInstance, sampler: CounterSampler
+        self,
+        actuator: VllmActuator,
+        journal: SqliteJournal,
+        instance: VllmInstance,
+        sampler: CounterSampler,
     ) -> None:
         self._actuator = actuator
+        self._journal = journal
         self._instance = instance
         self._sampler = sampler
         self.values = {"max_num_seqs": START_SEQS}
@@ -154,6 +160,14 @@ class Actions:
         if result.state == DONE:
             self.values = dict(values)
         return MemberOutcome(result.state == DONE, f"{result.state}: {result.outcome}", previous)
+
+    def standing(self, instance: str, policy: str, since: datetime | None) -> Standing:
+        last = None if since is None else self._journal.last_finished(instance, policy, since)
+        return Standing(
+            knobs=dict(self._actuator.current_knobs(self._instance)),
+            open_change=self._journal.open_entry(instance) is not None,
+            finished=None if last is None else FinishedChange(last.state, last.outcome),
+        )
 
     async def counts(
         self, instance: str, since: datetime, until: datetime, ttft_slo_s: float
@@ -254,7 +268,7 @@ async def _rollout(
             (work / host).mkdir()
             actuator = VllmActuator(journal, windows, clock, work / host, restart_slots=slots)
             sampler = CounterSampler(sim.url, args.ttft_slo_s)
-            actions = Actions(actuator, instance, sampler)
+            actions = Actions(actuator, journal, instance, sampler)
             all_actions.append(actions)
             driver = RolloutDriver(
                 store,

@@ -10,7 +10,9 @@ governor's lease), and ``rollout-reports/GROUP/POLICY/HOST/INSTANCE`` is what a 
 governor did when the rollout asked, ``rollout-figures/GROUP/POLICY/HOST/INSTANCE`` its
 server's counts over the canary's comparison window; ``rollout-lines/GROUP/POLICY/PROPOSAL/LINE``
 says that a line of the rollout was posted in its proposal's Slack thread (bound to no lease:
-a driver that resumes a dead one's rollout must not post it again).
+a driver that resumes a dead one's rollout must not post it again);
+``rollout-attempts/GROUP/POLICY/HOST/INSTANCE`` is the step a member's governor began,
+written before it acts (restarted before it reported, it finds it there and never acts twice).
 """
 
 from __future__ import annotations
@@ -84,3 +86,7 @@ class FleetKeys:
     def rollout_lines(self, group: str, policy: str) -> str:
         """The prefix of the marks of that rollout's lines posted in its Slack thread."""
         return f"{self.prefix}rollout-lines/{group}/{policy}/"
+
+    def rollout_attempts(self, group: str, policy: str) -> str:
+        """The prefix of the steps the members' governors began in that rollout."""
+        return f"{self.prefix}rollout-attempts/{group}/{policy}/"

@@ -9,6 +9,13 @@ server ran before, which is what a REVERT restores. While the canary is being ju
 window has passed, each of its servers that the analysis compares (the canary, the members
 not yet changed) publishes its counts over the window.
 
+It acts at most once on one step (:mod:`daemon.fleet.member_resume`): before acting it writes
+the step it begins to etcd, and whenever it is asked it first compares that record, the
+server's files and the journal with what the step asks. A governor restarted after its
+server took the change (or after the change was reverted), but before it reported, reports
+what the journal says, with no second restart; while a change of the server is open (the
+reconcile finishing the dead governor's), it waits.
+
 Members never write the rollout itself: only its driver does (``rollout_driver``).
 """
 
@@ -24,6 +31,7 @@ from typing import Protocol
 from daemon.core.clock import Clock
 from daemon.fleet.canary_analysis import ServerCounts
 from daemon.fleet.errors import FleetError
+from daemon.fleet.member_resume import Answer, Attempt, Standing, resume
 from daemon.fleet.rollout_state import MemberReport, Rollout, Step, unchanged_members
 from daemon.fleet.rollout_steps import analysis_due
 from daemon.fleet.rollout_store import RolloutStore
@@ -61,6 +69,14 @@ class MemberActions(Protocol):
         """The server's counts over ``[since, until]`` (within: TTFT at most ``ttft_slo_s``).
 
         None when unknown (no scrapes over the window).
+        """
+        ...
+
+    def standing(self, instance: str, policy: str, since: datetime | None) -> Standing:
+        """What is known of ``instance`` before a rollout's step is acted on.
+
+        Its files' knob values, whether a change of it is open in the journal, and the last
+        change of it for ``policy`` that finished since ``since`` (not looked for when None).
         """
         ...
 
@@ -120,32 +136,58 @@ class RolloutMember:
                 answered = reports.get(member)
                 if duty is None or (answered is not None and answered.asked is duty):
                     continue
-                report = await self._act(rollout, member, own[member], duty, answered)
-                await self._store.report(rollout.group, rollout.policy, report)
+                report = await self._answer(rollout, member, own[member], duty, answered)
+                if report is not None:
+                    await self._store.report(rollout.group, rollout.policy, report)
             await self._publish_counts(rollout, mine, own)
 
-    async def _act(
+    async def _answer(
         self,
         rollout: Rollout,
         member: str,
         instance: str,
         duty: Step,
         answered: MemberReport | None,
-    ) -> MemberReport:
+    ) -> MemberReport | None:
+        """The report on ``duty``: acted on, or found already done; None: look again later."""
+        if duty is Step.APPLY:
+            values = rollout.changes
+        else:
+            values = answered.previous if answered is not None else {}
+            if not values:
+                return MemberReport(
+                    member, duty, False, "no record of the values before the change"
+                )
+        attempt = await self._store.attempt(rollout.group, rollout.policy, member)
+        began = attempt if attempt is not None and attempt.asked is duty else None
+        standing = self._actions.standing(
+            instance, rollout.policy, began.at if began is not None else None
+        )
+        found = resume(duty, values, began, standing)
+        if found.answer is Answer.WAIT:
+            log.info("rollout step waits", extra={"member": member, "why": found.detail})
+            return None
+        if found.answer is not Answer.ACT:
+            log.warning(
+                "rollout step found already answered: nothing restarted",
+                extra={"member": member, "step": duty.value, "detail": found.detail},
+            )
+            previous = values if duty is Step.REVERT else found.previous
+            return MemberReport(member, duty, found.answer is Answer.DONE, found.detail, previous)
+        before = {knob: standing.knobs[knob] for knob in values if knob in standing.knobs}
+        began = Attempt(member, duty, dict(values), before, self._clock.wall())
+        await self._store.begin(rollout.group, rollout.policy, began)
         reason = f"{rollout.policy}: rollout over group {rollout.group}"
         if duty is Step.APPLY:
             role = "canary" if member == rollout.canary else "member"
             outcome = await self._actions.change(
-                instance, rollout.policy, rollout.changes, f"{reason} ({role})"
+                instance, rollout.policy, values, f"{reason} ({role})"
             )
             return MemberReport(member, duty, outcome.ok, outcome.detail, outcome.previous)
-        previous = answered.previous if answered is not None else {}
-        if not previous:
-            return MemberReport(member, duty, False, "no record of the values before the change")
         outcome = await self._actions.change(
-            instance, rollout.policy, previous, f"{reason} (canary reverted)"
+            instance, rollout.policy, values, f"{reason} (canary reverted)"
         )
-        return replace(MemberReport(member, duty, outcome.ok, outcome.detail), previous=previous)
+        return replace(MemberReport(member, duty, outcome.ok, outcome.detail), previous=values)
 
     async def _publish_counts(
         self, rollout: Rollout, mine: list[str], own: Mapping[str, str]

@@ -16,7 +16,9 @@ resumes or aborts the rollout: never two.
 
 Members' governors never write the rollout; each writes what it did under
 ``rollout-reports/GROUP/POLICY/HOST/INSTANCE``, which the driver folds in, and its server's
-counts over the comparison window under ``rollout-figures/...``, which the driver judges.
+counts over the comparison window under ``rollout-figures/...``, which the driver judges,
+and, before it acts, the step it begins under ``rollout-attempts/...``
+(:class:`~daemon.fleet.member_resume.Attempt`), so that it never acts twice on one step.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from daemon.fleet.canary_analysis import ServerCounts
 from daemon.fleet.etcd_gateway import Compare, EtcdGateway, KeyValue, TxnOp
 from daemon.fleet.keys import FleetKeys
+from daemon.fleet.member_resume import Attempt
 from daemon.fleet.records import MemberRecord, RecordError
 from daemon.fleet.rollout_state import MemberReport, Rollout, RolloutMoveError
 
@@ -86,12 +89,13 @@ class RolloutStore:
         """Make ``rollout`` the group's, unless a live one is there already.
 
         A finished rollout in the way is replaced (compare-and-swap on its revision, its
-        members' reports, counts and posted lines cleared in the same transaction); a live one
-        is returned as it is.
+        members' reports, counts, posted lines and attempts cleared in the same transaction);
+        a live one is returned as it is.
         """
         key = self._keys.rollout(rollout.group, rollout.policy)
         reports = self._keys.rollout_reports(rollout.group, rollout.policy)
         figures = self._keys.rollout_figures(rollout.group, rollout.policy)
+        attempts = self._keys.rollout_attempts(rollout.group, rollout.policy)
         lines = self._keys.rollout_lines(rollout.group, rollout.policy)
         absent = Compare(key, "CREATE", 0)
         target = absent
@@ -103,6 +107,7 @@ class RolloutStore:
                     TxnOp.delete_prefix(reports),
                     TxnOp.delete_prefix(figures),
                     TxnOp.delete_prefix(lines),
+                    TxnOp.delete_prefix(attempts),
                 ],
                 [TxnOp.get(key)],
             )
@@ -204,6 +209,20 @@ class RolloutStore:
             except RolloutMoveError:
                 continue
         return found
+
+    async def begin(self, group: str, policy: str, attempt: Attempt) -> None:
+        """Record that this member's governor begins a step (before it acts on it)."""
+        key = f"{self._keys.rollout_attempts(group, policy)}{attempt.member}"
+        await self._client.put(key, attempt.to_json())
+
+    async def attempt(self, group: str, policy: str, member: str) -> Attempt | None:
+        """The step ``member``'s governor last began in the rollout, if any.
+
+        Raises:
+            RolloutMoveError: the record cannot be read (the member must not guess).
+        """
+        found = await self._client.get(f"{self._keys.rollout_attempts(group, policy)}{member}")
+        return Attempt.from_json(found.value) if found else None
 
     async def publish_figures(self, group: str, policy: str, counts: ServerCounts) -> None:
         """Publish this member's counts over the rollout's comparison window."""

@@ -8,12 +8,14 @@ once its TTL passes.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
+from daemon.fleet.member_resume import Attempt
 from daemon.fleet.rollout_state import (
     MemberReport,
     Phase,
@@ -30,6 +32,7 @@ from tests.support.etcd import EtcdCluster
 pytestmark = pytest.mark.service("etcd")
 KEYS = FleetKeys("/t/")
 MEMBERS = tuple(f"h{n}/main" for n in range(1, 5))
+T0 = datetime(2026, 12, 2, 7, 0, tzinfo=UTC)
 
 
 def _proposal(canary: str) -> Rollout:
@@ -54,10 +57,15 @@ def test_a_group_proposal_is_made_once_whoever_proposes_at_the_same_time(
         finished = await store.write(made, abort(made.rollout, "test"), driver)
         assert finished is not None
         await store.report("llama", "kv-thrash", MemberReport("h1/main", Step.APPLY, True, ""))
+        begun = Attempt("h1/main", Step.APPLY, {"max_num_seqs": 48}, {"max_num_seqs": 64}, T0)
+        await store.begin("llama", "kv-thrash", begun)
+        assert await store.attempt("llama", "kv-thrash", "h1/main") == begun
         replaced = await store.propose(_proposal("h3/main"))
         assert replaced.created
         assert replaced.stored.rollout.canary == "h3/main"
         assert await store.reports("llama", "kv-thrash") == []  # the old rollout's are gone
+        # and so are its attempts: the new rollout's steps are acted on afresh
+        assert await store.attempt("llama", "kv-thrash", "h1/main") is None
 
     with EtcdCluster(tmp_path) as cluster:
         asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))

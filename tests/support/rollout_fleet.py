@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from daemon.fleet.canary_analysis import ServerCounts
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
+from daemon.fleet.member_resume import Standing
 from daemon.fleet.records import MemberRecord
 from daemon.fleet.rollout_driver import RolloutDriver
 from daemon.fleet.rollout_member import MemberOutcome, RolloutMember
@@ -75,6 +76,10 @@ class Actions:
         servers.values[member] = dict(values)
         servers.changes.append((member, values["max_num_seqs"]))
         return MemberOutcome(True, f"done ({reason})", previous)
+
+    def standing(self, instance: str, policy: str, since: datetime | None) -> Standing:
+        """The server's values; no journal here: no change open, none finished."""
+        return Standing(knobs=dict(self._servers.values[f"{self._host}/{instance}"]))
 
     async def counts(
         self, instance: str, since: datetime, until: datetime, ttft_slo_s: float

@@ -3,10 +3,13 @@
 A rollout's member side (:mod:`daemon.fleet.rollout_member`) changes a server through
 :meth:`ActuationPlane.apply_approved`: the same queue and every check of an approved change
 (mode, envelope, budget, dwell, freezes, the group's restart slot, the journal, the
-verification and its revert). Its counts over the canary's window come from the signal
-store, the governor's own scrapes of that server: requests served a first token (the TTFT
-histogram's count), those within the SLO (its bucket at the SLO, or the largest below it),
-and aborted requests; a counter that went down (a restart) counts from its new value.
+verification and its revert). Before that, the member side reads what the files and the
+journal say of the server (:meth:`EngineRolloutActions.standing`), so that a step taken
+before a restart of the governor is never taken twice. Its counts over the canary's window
+come from the signal store, the governor's own scrapes of that server: requests served a
+first token (the TTFT histogram's count), those within the SLO (its bucket at the SLO, or the
+largest below it), and aborted requests; a counter that went down (a restart) counts from
+its new value.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from daemon.core.clock import Clock
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.actuation_plane import ActuationPlane
 from daemon.fleet.canary_analysis import ServerCounts
+from daemon.fleet.member_resume import FinishedChange, Standing
 from daemon.fleet.rollout_member import MemberOutcome
 from daemon.sources.store import SignalStore
 
@@ -60,6 +64,21 @@ class EngineRolloutActions:
         )
         result = await self._actuation.apply_approved(target, request)
         return MemberOutcome(result.state == DONE, f"{result.state}: {result.outcome}", previous)
+
+    def standing(self, instance: str, policy: str, since: datetime | None) -> Standing:
+        """What the files and the journal say of ``instance`` before a rollout's step.
+
+        The files as the actuator reads them; a change open in the journal (under way, or
+        left by a governor that died and being reconciled); the last change for ``policy``
+        that finished since ``since``.
+        """
+        journal = self._actuation.journal
+        last = None if since is None else journal.last_finished(instance, policy, since)
+        return Standing(
+            knobs=dict(self._actuation.knobs().get(instance, {})),
+            open_change=journal.open_entry(instance) is not None,
+            finished=None if last is None else FinishedChange(last.state, last.outcome),
+        )
 
     async def counts(
         self, instance: str, since: datetime, until: datetime, ttft_slo_s: float

@@ -207,6 +207,15 @@ class SqliteJournal:
         )
         return [_entry_of(row) for row in rows]
 
+    def last_finished(self, target: str, policy: str, since: datetime) -> JournalEntry | None:
+        """The newest finished change of ``target`` for ``policy`` begun at or after ``since``."""
+        row = self._db.execute(
+            f"SELECT {_COLUMNS} FROM actuations WHERE target = ? AND policy = ? AND state != ?"  # noqa: S608 - constant columns
+            " AND started_at >= ? ORDER BY id DESC LIMIT 1",
+            (target, policy, OPEN, since.timestamp()),
+        ).fetchone()
+        return None if row is None else _entry_of(row)
+
     def recent(self, limit: int = 20) -> list[JournalEntry]:
         """The newest entries, newest first."""
         rows = self._db.execute(
