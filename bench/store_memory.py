@@ -3,9 +3,10 @@
 Fills a store with ``--series`` series of ``--points`` points each (the defaults are
 ``[signals]``'s: 10,000 and 512), with keys shaped like a vLLM per-engine bucket series, and
 prints what the process's resident memory grew by, beside the store's documented budget
-(``memory_budget_bytes``) where the store has one.
+(``memory_budget_bytes``) where the store has one. With ``--scrape``, the samples come a
+scrape at a time, as a polled source's do (``add_scrape``: the series share one time column).
 
-    .venv/bin/python -m bench.store_memory [--series 10000] [--points 512]
+    .venv/bin/python -m bench.store_memory [--series 10000] [--points 512] [--scrape]
 """
 
 from __future__ import annotations
@@ -38,15 +39,16 @@ def _key(n: int) -> SeriesKey:
     return SeriesKey("vllm_ttft_seconds_bucket", tuple(sorted(labels.items())))
 
 
-def measure(series: int, points: int) -> dict[str, float]:
-    """Fill a store to its bound and say what it cost."""
+def measure(series: int, points: int, *, scrape: bool = False) -> dict[str, float]:
+    """Fill a store to its bound (a scrape at a time with ``scrape``) and say what it cost."""
     gc.collect()
     before = _rss_bytes()
     started = time.perf_counter()
     store = SignalStore(points_per_series=points, max_series=series)
     keys = [_key(n) for n in range(series)]
+    add = store.add_scrape if scrape else store.add
     for at in range(points):
-        store.add(Sample(key, 1.0, float(at), "vllm/main") for key in keys)
+        add(Sample(key, 1.0, float(at), "vllm/main") for key in keys)
     fill_s = time.perf_counter() - started
     gc.collect()
     grown = _rss_bytes() - before
@@ -66,8 +68,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", type=int, default=10_000)
     parser.add_argument("--points", type=int, default=512)
+    parser.add_argument("--scrape", action="store_true", help="add a scrape at a time")
     args = parser.parse_args()
-    print(json.dumps(measure(args.series, args.points), indent=2))
+    print(json.dumps(measure(args.series, args.points, scrape=args.scrape), indent=2))
 
 
 if __name__ == "__main__":

@@ -86,7 +86,7 @@ class PollingRunner:
         except SourceError as exc:
             error = exc
         else:
-            self.store.add(result.samples)
+            self.store.add_scrape(result.samples)
             self.health.succeeded(self.source.name, self.clock.monotonic(), result.detail)
             self.backoff.reset()
             self.on_poll(self.source.name, True)

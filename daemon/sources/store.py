@@ -5,7 +5,10 @@ exporter that puts request ids into labels):
 
 * every series keeps at most ``points_per_series`` points (oldest dropped first), 16 bytes
   each (:mod:`daemon.sources.series_ring`), and its key is at most :data:`MAX_KEY_CHARS`
-  characters in at most :data:`MAX_KEY_LABELS` labels;
+  characters in at most :data:`MAX_KEY_LABELS` labels. A polled source's series, added a
+  scrape at a time (:meth:`SignalStore.add_scrape`), share one time column and keep 8 bytes a
+  point, of their source's last ``points_per_series`` scrapes
+  (:mod:`daemon.sources.scrape_columns`);
 * every source (a vLLM target, MQTT, Prometheus, NVML, the host) holds at most
   ``max_series_per_source`` series: a sample of a further new series of that source is dropped
   and counted, so one source cannot take the room of the others;
@@ -32,6 +35,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from daemon.sources.samples import Sample, SeriesKey
+from daemon.sources.scrape_columns import ColumnRing, ScrapeTimes
 from daemon.sources.series_ring import BYTES_PER_POINT, SeriesRing
 
 log = logging.getLogger(__name__)
@@ -46,6 +50,7 @@ MAX_KEY_LABELS = 24
 SERIES_OVERHEAD_BYTES = 6_144
 
 Point = tuple[float, float]
+Ring = SeriesRing | ColumnRing
 
 
 class Freshness(Enum):
@@ -89,7 +94,9 @@ class SignalStore:
         self._max_series = max_series
         self._per_source = min(max_series_per_source or max_series, max_series)
         self._forget_after_s = forget_after_s
-        self._series: dict[SeriesKey, SeriesRing] = {}
+        self._series: dict[SeriesKey, Ring] = {}
+        # A polled source's scrape times, shared by its series (add_scrape).
+        self._scrapes: dict[str, ScrapeTimes] = {}
         self._by_name: dict[str, set[SeriesKey]] = {}
         # Each source's series, least recently updated first.
         self._by_source: dict[str, OrderedDict[SeriesKey, None]] = {}
@@ -114,7 +121,12 @@ class SignalStore:
                 if ring is None:
                     self.dropped_samples += 1
                     continue
-            if not ring.append(at, sample.value):
+            if isinstance(ring, ColumnRing):
+                seq = self._scrapes[ring.source].stamp(at)
+                if seq is None:
+                    continue  # out of order
+                ring.append_at(seq, sample.value)
+            elif not ring.append(at, sample.value):
                 continue  # out of order
             source = ring.source
             by_source[source].move_to_end(key)
@@ -123,8 +135,46 @@ class SignalStore:
         for source, at in newest.items():
             self._forget_older(source, at - self._forget_after_s)
 
-    def _admit(self, key: SeriesKey, source: str) -> SeriesRing | None:
-        """A new ring for ``key`` if its source may hold one more series, else None."""
+    def add_scrape(self, samples: Iterable[Sample]) -> None:
+        """Append the samples of one poll of a polled source, all stamped with the poll's time.
+
+        As :meth:`add`, but the series of a source first seen here share its scrape times
+        (:mod:`daemon.sources.scrape_columns`): half the memory a point. Samples of several
+        times are taken too, each time a scrape of its own.
+        """
+        series, by_source = self._series, self._by_source
+        newest: dict[str, float] = {}
+        stamped: tuple[str, float, int | None] | None = None
+        for sample in samples:
+            key, at, source = sample.key, sample.at, sample.source
+            ring = series.get(key)
+            if ring is None:
+                ring = self._admit(key, source, scrape=True)
+                if ring is None:
+                    self.dropped_samples += 1
+                    continue
+            source = ring.source
+            if isinstance(ring, SeriesRing):
+                if not ring.append(at, sample.value):
+                    continue  # out of order
+            else:
+                if stamped is None or stamped[:2] != (source, at):
+                    stamped = (source, at, self._scrapes[source].stamp(at))
+                seq = stamped[2]
+                if seq is None:
+                    continue  # out of order
+                ring.append_at(seq, sample.value)
+            by_source[source].move_to_end(key)
+            if at > newest.get(source, -math.inf):
+                newest[source] = at
+        for source, at in newest.items():
+            self._forget_older(source, at - self._forget_after_s)
+
+    def _admit(self, key: SeriesKey, source: str, *, scrape: bool = False) -> Ring | None:
+        """A new ring for ``key`` if its source may hold one more series, else None.
+
+        With ``scrape``, a ring on its source's scrape times (made at its first series).
+        """
         if len(key.labels) > MAX_KEY_LABELS or _key_chars(key) > MAX_KEY_CHARS:
             return None
         mine = self._by_source.setdefault(source, OrderedDict())
@@ -137,7 +187,14 @@ class SignalStore:
                 self._note_quota(source, "the store's bound, max_series", self._max_series)
                 return None
             self._evict(next(iter(largest)))
-        ring = SeriesRing(self._points_per_series, source)
+        ring: Ring
+        if scrape:
+            times = self._scrapes.get(source)
+            if times is None:
+                times = self._scrapes[source] = ScrapeTimes(self._points_per_series)
+            ring = ColumnRing(times, self._points_per_series, source)
+        else:
+            ring = SeriesRing(self._points_per_series, source)
         self._series[key] = ring
         self._by_name.setdefault(key.name, set()).add(key)
         mine[key] = None
@@ -213,6 +270,7 @@ class SignalStore:
         for key in list(self._by_source.get(source, ())):
             self.forget(key)
         self._by_source.pop(source, None)
+        self._scrapes.pop(source, None)
 
     def series_of(self, source: str) -> int:
         """Number of series ``source`` holds."""
