@@ -40,6 +40,9 @@ class GateSettings(BaseModel):
         stale_after_s: Gate samples older than this are stale: no data, so no cap change.
         drain_timeout_s: Before a restart, how long the drained gate waits for the requests
             inside the server to finish before the restart sends SIGTERM regardless.
+        queue_timeout_s: HAProxy's ``timeout queue`` for the backend: how long a request
+            waits at the gate before its 503. HAProxy's stats do not show it; the what-if's
+            model of the gate uses it.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -52,6 +55,8 @@ class GateSettings(BaseModel):
     timeout_s: Seconds = 0.5
     stale_after_s: Seconds = 5.0
     drain_timeout_s: Seconds = 30.0
+    # examples/haproxy/haproxy.cfg's `timeout queue 1500ms`.
+    queue_timeout_s: Seconds = 1.5
 
     @field_validator("backend", "server")
     @classmethod

@@ -9,6 +9,11 @@ of one instance's aggregate series (those without ``engine``):
   arrivals of one scrape interval are its finished plus refused requests plus that growth, and
   the rate is their sum over the seconds between the first and the last scrape. A drop of the
   counters to near zero is a restart (:func:`daemon.sources.derivations.is_reset`).
+* **The gate's demand.** Behind an admission gate vLLM counts only what the gate let in. The
+  gate's refusals and the growth of its queue over each interval
+  (:mod:`~daemon.whatif.gate_demand`) are added to vLLM's arrivals of that interval, so the
+  rate is the demand, not what was admitted. The refused and queued requests are assumed to
+  be like the admitted ones: vLLM's histograms never see their lengths.
 * **Burstiness.** The arrivals per scrape interval vary; their coefficient of variation
   (``count_cv``) depends on the interval, so what synthesis uses is the inter-arrival CV of a
   renewal process with the same counts: for windows long against the mean gap, the counts'
@@ -29,13 +34,14 @@ import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from daemon.sources.derivations import bucket_quantile, counter_increase, is_reset
+from daemon.sources.derivations import bucket_quantile, counter_increase
 from daemon.sources.domains import Implausible
 from daemon.sources.samples import SeriesKey
 from daemon.whatif.errors import WhatIfError
+from daemon.whatif.gate_demand import counter_rise, gate_counts
 from daemon.whatif.lognormal_fit import fit_lognormal
 from daemon.whatif.series_snapshot import SeriesReader
-from daemon.whatif.summary import LengthSummary, WorkloadSummary
+from daemon.whatif.summary import GateDemand, LengthSummary, WorkloadSummary
 
 MIN_REQUESTS = 20
 """Fewer finished requests than this in the window tell too little of a workload to plan on."""
@@ -85,7 +91,8 @@ def characterise(
     """
     since = now - window_s
     try:
-        stamps, arrivals = _arrivals_per_scrape(store, instance, since)
+        stamps, admitted = _arrivals_per_scrape(store, instance, since)
+        gate = gate_counts(store, instance, stamps)
         prompt = _lengths(store, "vllm_request_prompt_tokens", instance, now, window_s)
         output = _lengths(store, "vllm_request_generation_tokens", instance, now, window_s)
     except Implausible as exc:
@@ -98,6 +105,21 @@ def characterise(
         )
         raise WhatIfError(message)
     span = stamps[-1] - stamps[0]
+    arrivals = admitted
+    demand = None
+    if gate is not None:
+        # A queue that shrank hands its requests to vLLM, which counts them again: the sum
+        # per interval is what arrived at the gate, never below nothing.
+        arrivals = [
+            max(came + refused + queued, 0.0)
+            for came, refused, queued in zip(admitted, gate.refused, gate.queued, strict=True)
+        ]
+        demand = GateDemand(
+            admitted_rps=math.fsum(admitted) / span,
+            refused_rps=math.fsum(gate.refused) / span,
+            queued_rps=math.fsum(gate.queued) / span,
+            cap=gate.cap,
+        )
     mean = statistics.fmean(arrivals)
     variance = statistics.pvariance(arrivals, mu=mean)
     dispersion = math.sqrt(variance / mean) if mean > 0 else 1.0
@@ -111,6 +133,7 @@ def characterise(
         scrape_interval_s=span / len(arrivals),
         prompt=prompt,
         output=output,
+        gate=demand,
     )
 
 
@@ -182,22 +205,13 @@ def _arrivals_per_scrape(
     arrivals = []
     for before, after in itertools.pairwise(stamps):
         grown = running[after] + waiting[after] - running[before] - waiting[before]
-        came = _rise(finished[before], finished[after]) + grown
+        came = counter_rise(finished[before], finished[after]) + grown
         if refused:
-            came += _rise(refused[before], refused[after])
+            came += counter_rise(refused[before], refused[after])
         # A restart aborts what ran; what vLLM did not count cannot be told apart from a
         # negative growth, so such an interval counts no arrivals rather than minus some.
         arrivals.append(max(came, 0.0))
     return stamps, arrivals
-
-
-def _rise(before: float, after: float) -> float:
-    if after >= before:
-        return after - before
-    if is_reset(before, after):
-        return after
-    message = f"a counter fell from {before:g} to {after:g} without resetting"
-    raise Implausible(message)
 
 
 def _increase(

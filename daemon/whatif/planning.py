@@ -9,6 +9,15 @@ restart's loss included (SLO attainment breaks ties), and picks the best one onl
 the setting in force by at least ``min_gain``: a change predicted to lose, or to win by less
 than the model's error, is never picked.
 
+Behind an admission gate (``PlanRequest.gate``) every replay goes through the gate, so the
+prediction for the setting in force ("now") includes the refusals the gate makes now. The
+setting in force is replayed at the cap in force. A candidate is replayed at the cap in force
+(at most its ``max_num_seqs``) and with the gate open to its ``max_num_seqs`` (where a restart
+leaves it, before the fast loop steers it again), and keeps the better: the fast loop moves
+the cap after the change, and which cap it will settle on is not modelled. So that a restart
+is never asked for what the gate alone could do, the setting in force is replayed with the
+gate open too, and a candidate must beat the better of the two.
+
 Two objectives: ``goodput`` (the gain is relative: 10% more requests per second within the
 SLO) and ``slo_attainment`` (the share of requests within the SLO over the horizon, the
 requests lost to the restart counted as misses; the gain is in points: 0.1 is 10 points).
@@ -25,7 +34,14 @@ from daemon.core.knobs import KNOBS
 from daemon.whatif.candidates import TUNED, Setting
 from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.errors import WhatIfError
-from daemon.whatif.prediction import Prediction, Slo, predict, repriced, settings_of
+from daemon.whatif.prediction import (
+    GateModel,
+    Prediction,
+    Slo,
+    predict,
+    repriced,
+    settings_of,
+)
 from daemon.whatif.profile_check import ProfileCheck, check_profile
 from daemon.whatif.summary import WorkloadSummary
 from daemon.whatif.synthesis import synthesise
@@ -46,6 +62,10 @@ MODELED_KNOBS: dict[str, type] = {
 
 Objective = Literal["goodput", "slo_attainment"]
 
+# How far apart, in points of share, the gate's refusals in the replay of "now" and those it
+# made over the window may be before the round says its workload does not fit the window.
+_REFUSALS_AGREE = 0.1
+
 
 @dataclass(frozen=True, slots=True)
 class PlanRequest:
@@ -64,6 +84,7 @@ class PlanRequest:
         min_gain: Least predicted gain (a share) for a change to be picked.
         seed: Seed of the synthetic workload.
         objective: What candidates are ranked by (the module docstring).
+        gate: The admission gate in front of the instance, or None without one.
     """
 
     summary: WorkloadSummary
@@ -78,6 +99,7 @@ class PlanRequest:
     min_gain: float = 0.05
     seed: int = 0
     objective: Objective = "goodput"
+    gate: GateModel | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +115,8 @@ class WhatIfReport:
         reason: Why, in a sentence.
         notes: Candidates left out and other things worth knowing.
         cpu_s: CPU seconds the round took (in the process that ran it).
+        gate_open: Behind a gate whose cap is below ``max_num_seqs``: the setting in force
+            with the gate open to it, the least a restart must beat; else None.
     """
 
     request: PlanRequest
@@ -103,6 +127,7 @@ class WhatIfReport:
     reason: str
     notes: tuple[str, ...]
     cpu_s: float
+    gate_open: Prediction | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping: ``whatif --json`` prints it."""
@@ -116,7 +141,9 @@ class WhatIfReport:
             "horizon_s": request.horizon_s,
             "min_gain": request.min_gain,
             "objective": request.objective,
+            "gate": None if request.gate is None else request.gate.to_json(),
             "current": self.current.to_json(),
+            "gate_open": None if self.gate_open is None else self.gate_open.to_json(),
             "candidates": [prediction.to_json() for prediction in self.ranked],
             "pick": None if self.pick is None else self.pick.as_knobs(),
             "reason": self.reason,
@@ -136,14 +163,28 @@ def plan(request: PlanRequest) -> WhatIfReport:
     profile = _profile(request.profile)
     base = _base_settings(profile, request)
     arrivals = synthesise(request.summary, request.simulated_s, request.seed)
-    predictions, notes = _predictions(profile, base, arrivals, request)
+    replay = _Replays(profile, base, arrivals, request)
+    predictions, notes = _predictions(replay, base, request)
     current = next(p for p in predictions if p.current)
+    gate_open = _gate_open(replay, request)
     ranked = sorted(
         predictions,
         key=lambda p: (score(p, request.objective), p.slo_attainment, p.goodput_tok_s),
         reverse=True,
     )
-    pick, reason = _pick(ranked[0], current, request.min_gain, request.objective)
+    baseline = current
+    if gate_open is not None and score(gate_open, request.objective) > score(
+        current, request.objective
+    ):
+        baseline = gate_open
+        notes.append(
+            f"the setting in force with its gate open to {gate_open.gate_cap} is predicted to"
+            f" serve {gate_open.goodput_rps:.2f} req/s within the SLO against"
+            f" {current.goodput_rps:.2f} at the cap in force ({current.gate_cap}): the gate"
+            " alone could do that, so a restart must beat it"
+        )
+    notes.extend(_gate_mismatch(current, request.summary))
+    pick, reason = _pick(ranked[0], baseline, request.min_gain, request.objective)
     return WhatIfReport(
         request=request,
         profile_check=check_profile(profile, request.steps, request.summary),
@@ -153,19 +194,16 @@ def plan(request: PlanRequest) -> WhatIfReport:
         reason=reason,
         notes=tuple(notes),
         cpu_s=time.process_time() - started,
+        gate_open=gate_open,
     )
 
 
 def _predictions(
-    profile: EngineProfile, base: EngineSettings, arrivals: list[Arrival], request: PlanRequest
+    replay: _Replays, base: EngineSettings, request: PlanRequest
 ) -> tuple[list[Prediction], list[str]]:
     """Every candidate's prediction, and the candidates left out, with why."""
     notes: list[str] = []
     predictions: list[Prediction] = []
-    # Per token budget, from the smallest sequence cap up: once a cap never bound (fewer
-    # requests were ever inside), every larger one serves the same, and only its restart's
-    # cost differs; its run is not repeated.
-    unbound: dict[int, Prediction] = {}
     by_budget = sorted(
         {*request.candidates, request.current},
         key=lambda s: (s.max_num_batched_tokens, s.max_num_seqs),
@@ -177,28 +215,93 @@ def _predictions(
         except SettingsError as exc:
             notes.append(f"{setting.label()} left out: vLLM would refuse it ({exc})")
             continue
-        same = unbound.get(setting.max_num_batched_tokens)
-        if same is not None:
-            predictions.append(
-                repriced(
-                    same, setting, profile=profile, horizon_s=request.horizon_s, current=in_force
-                )
-            )
+        gate = request.gate
+        if gate is None:
+            predictions.append(replay.served(setting, None, current=in_force))
             continue
+        capped = replay.served(setting, min(gate.cap, setting.max_num_seqs), current=in_force)
+        if in_force or capped.gate_cap == setting.max_num_seqs:
+            predictions.append(capped)
+            continue
+        opened = replay.served(setting, setting.max_num_seqs, current=False)
+        predictions.append(max(capped, opened, key=lambda p: (p.objective, p.slo_attainment)))
+    return predictions, notes
+
+
+def _gate_open(replay: _Replays, request: PlanRequest) -> Prediction | None:
+    """The setting in force with its gate open to ``max_num_seqs``; None when it is already."""
+    gate, setting = request.gate, request.current
+    if gate is None or gate.cap >= setting.max_num_seqs:
+        return None
+    return replay.served(setting, setting.max_num_seqs, current=True)
+
+
+def _gate_mismatch(current: Prediction, summary: WorkloadSummary) -> list[str]:
+    """A note when the replay of "now" refuses a share unlike the one the gate refused."""
+    demand = summary.gate
+    if demand is None or current.gate_cap is None or current.requests == 0 or not summary.rate_rps:
+        return []
+    replayed = current.gate_refused / current.requests
+    observed = demand.refused_rps / summary.rate_rps
+    if abs(replayed - observed) <= _REFUSALS_AGREE:
+        return []
+    return [
+        f"the replay of the setting in force refuses {replayed:.0%} at the gate where the gate"
+        f" refused {observed:.0%} over the window: the steady synthetic workload does not match"
+        " the window (did the traffic or the gate's cap change within it?), so trust these"
+        " predictions less"
+    ]
+
+
+class _Replays:
+    """Replays of one workload, each run only once where two settings would run the same."""
+
+    def __init__(
+        self,
+        profile: EngineProfile,
+        base: EngineSettings,
+        arrivals: list[Arrival],
+        request: PlanRequest,
+    ) -> None:
+        self._profile = profile
+        self._base = base
+        self._arrivals = arrivals
+        self._request = request
+        # Without a gate, per token budget from the smallest sequence cap up: once a cap never
+        # bound (fewer requests were ever inside), every larger one serves the same. Behind a
+        # gate at cap c no more than c requests are inside vLLM, so every max_num_seqs of at
+        # least c serves the same: one run per (budget, cap).
+        self._unbound: dict[int, Prediction] = {}
+        self._gated: dict[tuple[int, int], Prediction] = {}
+
+    def served(self, setting: Setting, cap: int | None, *, current: bool) -> Prediction:
+        """``setting``'s prediction behind a gate at ``cap`` (None: no gate)."""
+        request, budget = self._request, setting.max_num_batched_tokens
+        same = self._unbound.get(budget) if cap is None else self._gated.get((budget, cap))
+        if same is not None and (cap is not None or same.peak_in_engine < setting.max_num_seqs):
+            return repriced(
+                same, setting, profile=self._profile, horizon_s=request.horizon_s, current=current
+            )
+        gate = None
+        if cap is not None:
+            assert request.gate is not None
+            gate = GateModel(cap, request.gate.queue_timeout_s)
         prediction = predict(
-            profile,
-            base,
+            self._profile,
+            self._base,
             setting,
-            arrivals,
+            self._arrivals,
             duration_s=request.simulated_s,
             slo=request.slo,
             horizon_s=request.horizon_s,
-            current=in_force,
+            current=current,
+            gate=gate,
         )
-        predictions.append(prediction)
-        if prediction.peak_in_engine < setting.max_num_seqs:
-            unbound[setting.max_num_batched_tokens] = prediction
-    return predictions, notes
+        if cap is not None:
+            self._gated[(budget, cap)] = prediction
+        elif prediction.peak_in_engine < setting.max_num_seqs:
+            self._unbound[budget] = prediction
+        return prediction
 
 
 def _profile(name: str) -> EngineProfile:

@@ -6,6 +6,11 @@ duration plus a grace period in which what is still inside may finish; a request
 then is a miss. A request meets the SLO when it completed within both objectives (as
 :func:`simulator.report.meets_slo` judges, with the objectives given here).
 
+Behind an admission gate (:class:`GateModel`) the arrivals go through the simulator's own gate
+(:class:`simulator.gate.Gate`, as ``simulate`` builds gated runs): at most ``cap`` requests
+inside the engine, the rest waiting in a FIFO queue for at most the gate's queue timeout, then
+refused (a miss). The wait counts in TTFT, as a client sees it.
+
 The restart that moving to a candidate costs is priced over a payback horizon: vLLM is down for
 the profile's ``restart_downtime_s`` of the candidate (longer with more CUDA graphs to capture),
 and the requests that arrive meanwhile are lost. The objective is the goodput over the horizon:
@@ -23,6 +28,7 @@ from typing import Any
 from daemon.whatif.candidates import Setting
 from simulator.arrivals import Arrival
 from simulator.engine import Engine
+from simulator.gate import Gate
 from simulator.profiles import EngineProfile
 from simulator.report import TPOT_SLO_S, TTFT_SLO_S, percentile
 from simulator.requests import FinishedRequest, Outcome
@@ -47,6 +53,23 @@ class Slo:
 
 
 @dataclass(frozen=True, slots=True)
+class GateModel:
+    """The admission gate in front of the instance, as a what-if replays it.
+
+    Attributes:
+        cap: The cap in force (HAProxy's ``maxconn`` for the server).
+        queue_timeout_s: HAProxy's ``timeout queue``: the longest wait before a 503.
+    """
+
+    cap: int
+    queue_timeout_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {"cap": self.cap, "queue_timeout_s": self.queue_timeout_s}
+
+
+@dataclass(frozen=True, slots=True)
 class Prediction:
     """What one setting would do with the workload.
 
@@ -66,6 +89,8 @@ class Prediction:
         restart_downtime_s: Seconds down to restart into it (0 for the setting in force).
         requests_lost_to_restart: Requests arriving while it is down.
         objective: Goodput over the payback horizon, the restart's loss included.
+        gate_cap: The gate's cap in the replay, or None without a gate.
+        gate_refused: Requests the gate refused (queue timeouts) in the replay.
     """
 
     setting: Setting
@@ -82,6 +107,8 @@ class Prediction:
     restart_downtime_s: float
     requests_lost_to_restart: float
     objective: float
+    gate_cap: int | None = None
+    gate_refused: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping."""
@@ -99,6 +126,8 @@ class Prediction:
             "restart_downtime_s": round(self.restart_downtime_s, 2),
             "requests_lost_to_restart": round(self.requests_lost_to_restart, 1),
             "objective_goodput_rps": round(self.objective, 4),
+            "gate_cap": self.gate_cap,
+            "gate_refused": self.gate_refused,
         }
 
 
@@ -112,9 +141,14 @@ def predict(
     slo: Slo,
     horizon_s: float,
     current: bool,
+    gate: GateModel | None = None,
 ) -> Prediction:
-    """Replay ``arrivals`` with ``setting`` over ``base`` (see the module docstring)."""
-    run = VirtualRun(Engine(profile, settings_of(base, setting)), arrivals)
+    """Replay ``arrivals`` with ``setting`` over ``base``, behind ``gate`` if one is given.
+
+    See the module docstring.
+    """
+    gated = None if gate is None else Gate[Arrival](gate.cap, gate.queue_timeout_s)
+    run = VirtualRun(Engine(profile, settings_of(base, setting)), arrivals, gate=gated)
     run.run(duration_s + max(60.0, duration_s / 2))
     good = [record for record in run.finished if slo.met_by(record)]
     completed = [r for r in run.finished if r.outcome is Outcome.COMPLETED]
@@ -134,6 +168,8 @@ def predict(
         restart_downtime_s=0.0,
         requests_lost_to_restart=0.0,
         objective=len(good) / duration_s,
+        gate_cap=None if gated is None else gated.cap,
+        gate_refused=0 if gated is None else gated.timed_out,
     )
     return repriced(served, setting, profile=profile, horizon_s=horizon_s, current=current)
 

@@ -2,7 +2,8 @@
 
 Shared by the daemon's control handler and the offline command, so that both ask the same
 question: the setting in force as the server's files say (the actuator reads them), the
-candidates inside the instance's envelopes, the other modelled knobs held.
+candidates inside the instance's envelopes, the other modelled knobs held, and the gate in
+front of it (its cap from its stats, its queue timeout from ``[vllm.gate]``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from daemon.whatif.candidates import TUNED, Setting, candidate_grid, within_one_
 from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.errors import WhatIfError
 from daemon.whatif.planning import MODELED_KNOBS, Objective, PlanRequest
-from daemon.whatif.prediction import Slo
+from daemon.whatif.prediction import GateModel, Slo
 from daemon.whatif.summary import WorkloadSummary
 from simulator.errors import SimulatorError
 from simulator.profiles import load_profile
@@ -80,8 +81,26 @@ def plan_request(
         horizon_s=question.horizon_s,
         min_gain=question.min_gain,
         objective=question.objective,
+        gate=_gate(instance, summary, notes),
     )
     return request, notes
+
+
+def _gate(instance: VllmInstance, summary: WorkloadSummary, notes: list[str]) -> GateModel | None:
+    """The gate to replay: its cap at the end of the window and its configured queue timeout."""
+    if not instance.gate.enabled:
+        return None
+    demand = summary.gate
+    if demand is None:
+        notes.append(
+            "the gate's counters are missing from the window (is HAProxy up?): the workload is"
+            " what vLLM admitted, without the gate's queue and refusals, and no gate is replayed"
+        )
+        return None
+    if demand.cap is None:
+        notes.append("the gate has no cap (maxconn): it is not replayed")
+        return None
+    return GateModel(max(demand.cap, 1), instance.gate.queue_timeout_s)
 
 
 def _in_force(

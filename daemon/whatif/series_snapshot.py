@@ -16,7 +16,17 @@ from typing import Protocol
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import Point
 
+GATE_READ = (
+    "haproxy_backend_http_5xx_total",
+    "haproxy_http_5xx_total",
+    "haproxy_queue_current",
+    "haproxy_server_maxconn",
+)
+"""The gate's series (the HAProxy source's, tagged with the instance it fronts): its backend's
+5xx, its server's 5xx, its queue and its cap (:mod:`~daemon.whatif.gate_demand`)."""
+
 READ = (
+    *GATE_READ,
     "vllm_request_success_total",
     "vllm_admission_rejections_total",
     "vllm_num_requests_running",
@@ -31,7 +41,8 @@ READ = (
     "vllm_iteration_tokens_count",
     "vllm_iteration_tokens_sum",
 )
-"""The series the characterisation and the profile check read."""
+"""The series the characterisation and the profile check read; the gate's are absent without
+one."""
 
 
 class SeriesReader(Protocol):

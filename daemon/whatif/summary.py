@@ -42,6 +42,39 @@ class LengthSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class GateDemand:
+    """The demand at an admission gate over the window, in requests per second.
+
+    Behind a gate vLLM sees only what the gate let in; the demand is that plus what the gate
+    refused plus the growth of its queue. Refused and queued requests are assumed to be like
+    the admitted ones (their lengths are never seen: vLLM's histograms observe only requests
+    it served).
+
+    Attributes:
+        admitted_rps: Requests that reached vLLM (its own count of arrivals).
+        refused_rps: The gate's own 503s (queue timeouts): its backend's 5xx less its servers'.
+        queued_rps: Growth of the gate's queue over the window, per second (negative when it
+            shrank).
+        cap: The gate's cap (the server's ``maxconn``) at the end of the window, or None when
+            it has none.
+    """
+
+    admitted_rps: float
+    refused_rps: float
+    queued_rps: float
+    cap: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {
+            "admitted_rps": _rounded(self.admitted_rps),
+            "refused_rps": _rounded(self.refused_rps),
+            "queued_rps": _rounded(self.queued_rps),
+            "gate_cap": self.cap,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadSummary:
     """The recent workload of one instance, as its own metrics tell it.
 
@@ -50,13 +83,15 @@ class WorkloadSummary:
         window_s: Seconds between the first and last scrape used.
         scrapes: Scrape intervals in the window.
         rate_rps: Arrivals per second: requests finished or refused, plus the growth of those
-            running and waiting.
+            running and waiting; behind a gate, plus what the gate refused and the growth of
+            its queue (``gate``).
         count_cv: Coefficient of variation of the arrivals counted per scrape interval.
         arrival_cv: The inter-arrival CV a renewal process with these counts would have (the
             square root of the counts' variance over their mean), which synthesis uses.
         scrape_interval_s: Mean seconds between scrapes.
         prompt: Prompt lengths.
         output: Output lengths.
+        gate: The demand at the instance's gate, or None without one (or without its data).
     """
 
     instance: str
@@ -68,6 +103,7 @@ class WorkloadSummary:
     scrape_interval_s: float
     prompt: LengthSummary
     output: LengthSummary
+    gate: GateDemand | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready mapping."""
@@ -81,6 +117,7 @@ class WorkloadSummary:
             "arrival_cv": _rounded(self.arrival_cv),
             "prompt_tokens": self.prompt.to_json(),
             "output_tokens": self.output.to_json(),
+            "demand": None if self.gate is None else self.gate.to_json(),
         }
 
 

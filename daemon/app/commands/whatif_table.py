@@ -18,6 +18,7 @@ def report_lines(answer: Mapping[str, Any]) -> list[str]:
         f" SLO TTFT <= {_seconds(slo['ttft_s'])} and TPOT <= {_seconds(slo['tpot_s'])}",
         f"workload: {workload['rate_rps']:g} req/s, arrival CV {workload['arrival_cv']:g}"
         f" (arrivals per scrape: CV {workload['count_cv']:g})",
+        *_demand(workload.get("demand"), answer.get("gate")),
         _lengths("prompt tokens", workload["prompt_tokens"]),
         _lengths("output tokens", workload["output_tokens"]),
         "",
@@ -41,6 +42,19 @@ def report_lines(answer: Mapping[str, Any]) -> list[str]:
     lines += [f"note: {note}" for note in answer["notes"]]
     lines.append(f"cost: {answer['cpu_s']:.2f} CPU s")
     return lines
+
+
+def _demand(demand: Mapping[str, Any] | None, gate: Mapping[str, Any] | None) -> list[str]:
+    """Behind a gate: the demand's split, and the gate the replays go through."""
+    if demand is None:
+        return []
+    line = (
+        f"  at the gate: {demand['admitted_rps']:g} req/s admitted, {demand['refused_rps']:g}"
+        f" refused, {demand['queued_rps']:g} into its queue (cap {demand['gate_cap']})"
+    )
+    if gate is not None:
+        line += f"; replayed behind it, {gate['queue_timeout_s']:g} s queue timeout"
+    return [line]
 
 
 def _lengths(what: str, lengths: Mapping[str, Any]) -> str:

@@ -5,6 +5,11 @@ simulated server's own collector (:class:`simulator.server.metrics.VllmMetrics`)
 vLLM source's parser and added to a :class:`~daemon.sources.store.SignalStore`, stamped with
 the virtual time. What the what-if reads is then exactly what a daemon watching ``sim serve``
 would have stored.
+
+With a :class:`~simulator.gate.Gate` in front of the engine, each scrape also stores what the
+HAProxy source reads of it (:mod:`daemon.sources.haproxy_source`'s names and labels, as
+:mod:`simulator.server.virtual_haproxy` shows the gate to it): the backend's 5xx (the gate's
+503s), the server's 5xx (none: vLLM's errors are its own), the queue and the cap.
 """
 
 from __future__ import annotations
@@ -13,10 +18,12 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, generate_latest
 
+from daemon.sources.samples import Sample, SeriesKey, labels_of
 from daemon.sources.store import SignalStore
 from daemon.sources.vllm_metrics import parse_vllm_metrics
 from simulator.arrivals import Arrival
 from simulator.engine import Engine
+from simulator.gate import Gate
 from simulator.profiles import EngineProfile
 from simulator.requests import FinishedRequest
 from simulator.server.metrics import VllmMetrics
@@ -51,6 +58,7 @@ def scraped_store(
     duration_s: float,
     *,
     interval_s: float = 2.0,
+    gate: Gate[Arrival] | None = None,
 ) -> SignalStore:
     """The store after scraping the run every ``interval_s`` until ``duration_s``."""
     now = [0.0]
@@ -59,7 +67,7 @@ def scraped_store(
     observer.metrics = VllmMetrics(engine, observer, created=0.0)
     registry = CollectorRegistry()
     registry.register(observer.metrics)
-    run = VirtualRun(engine, arrivals, observer=observer)
+    run = VirtualRun(engine, arrivals, observer=observer, gate=gate)
     store = SignalStore(points_per_series=4096)
     at = 0.0
     while at < duration_s:
@@ -69,4 +77,18 @@ def scraped_store(
         page = generate_latest(registry).decode()
         scrape = parse_vllm_metrics(page, instance=INSTANCE, at=at, source=f"vllm/{INSTANCE}")
         store.add(scrape.samples)
+        if gate is not None:
+            store.add(_gate_samples(gate, at))
     return store
+
+
+def _gate_samples(gate: Gate[Arrival], at: float) -> list[Sample]:
+    source = f"haproxy-{INSTANCE}"
+    backend = labels_of({"backend": "vllm", "instance": INSTANCE})
+    server = labels_of({"backend": "vllm", "server": "main", "instance": INSTANCE})
+    return [
+        Sample(SeriesKey("haproxy_backend_http_5xx_total", backend), gate.timed_out, at, source),
+        Sample(SeriesKey("haproxy_http_5xx_total", server), 0.0, at, source),
+        Sample(SeriesKey("haproxy_queue_current", server), gate.queued, at, source),
+        Sample(SeriesKey("haproxy_server_maxconn", server), gate.cap, at, source),
+    ]
