@@ -45,11 +45,24 @@ _HEADLINES: dict[State, str] = {
     State.SUPERSEDED: ":arrows_counterclockwise: Superseded",
     State.NO_LONGER_NEEDED: ":zzz: No longer needed",
     State.STALE: ":warning: Refused: out of date",
+    State.ROLLING_OUT: ":arrows_counterclockwise: Approved, rolling out to the group",
+    State.ROLLED_OUT: ":white_check_mark: Rolled out to the group",
+    State.ROLLED_BACK: ":leftwards_arrow_with_hook: Canary failed, rolled back",
+    State.ABORTED: ":octagonal_sign: Rollout stopped",
 }
 # States a click moved the proposal into without anyone deciding it: the clicker is named as
 # the one whose click found the problem, not as the one who decided.
 _REFUSED = frozenset({State.EXPIRED, State.SUPERSEDED, State.NO_LONGER_NEEDED, State.STALE})
-_DONE = frozenset({State.APPROVED, State.APPLIED, State.VERIFIED, State.REJECTED})
+_DONE = frozenset(
+    {
+        State.APPROVED,
+        State.APPLIED,
+        State.VERIFIED,
+        State.REJECTED,
+        State.ROLLING_OUT,
+        State.ROLLED_OUT,
+    }
+)
 
 
 def fallback_text(record: ProposalRecord) -> str:

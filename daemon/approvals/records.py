@@ -4,16 +4,23 @@
 
     pending ──► approved ──► applied ──► verified
        │            │            └─────► reverted
-       │            └──────────► failed
+       │            ├──────────► failed
+       │            └──────────► rolling_out ──► rolled_out     a group change: its rollout
+       │                              ├────────► rolled_back    the canary failed, reverted
+       │                              └────────► aborted        stopped otherwise
        ├──► rejected
        ├──► expired
        ├──► superseded          a newer proposal for the same instance and knob
        ├──► no_longer_needed    the condition stopped holding
        └──► stale               the knob moved since the proposal was made
 
-Every state but ``pending``, ``approved`` and ``applied`` is final. Only ``pending`` takes
-clicks, so a decision is single-use: the click that moves a proposal out of ``pending`` is the
-only one that ever counts.
+A group change's proposal (``scope: group``) follows its rollout in the fleet: from
+``approved`` to ``rolling_out`` while the canary and the members change (or straight to an
+outcome, if the rollout ended between two looks), then to where the rollout came to.
+
+Every state but ``pending``, ``approved``, ``applied`` and ``rolling_out`` is final. Only
+``pending`` takes clicks, so a decision is single-use: the click that moves a proposal out of
+``pending`` is the only one that ever counts.
 """
 
 from __future__ import annotations
@@ -44,6 +51,13 @@ class State(Enum):
     FAILED = "failed"
     VERIFIED = "verified"
     REVERTED = "reverted"
+    ROLLING_OUT = "rolling_out"  # a group change: its canary or members are being changed
+    ROLLED_OUT = "rolled_out"  # every member of the group changed
+    ROLLED_BACK = "rolled_back"  # the canary failed its analysis and was reverted
+    ABORTED = "aborted"  # the rollout stopped otherwise (what was applied stays)
+
+
+ROLLOUT_ENDS = frozenset({State.ROLLED_OUT, State.ROLLED_BACK, State.ABORTED})
 
 
 TRANSITIONS: Mapping[State, frozenset[State]] = {
@@ -57,8 +71,9 @@ TRANSITIONS: Mapping[State, frozenset[State]] = {
             State.STALE,
         }
     ),
-    State.APPROVED: frozenset({State.APPLIED, State.FAILED}),
+    State.APPROVED: frozenset({State.APPLIED, State.FAILED, State.ROLLING_OUT, *ROLLOUT_ENDS}),
     State.APPLIED: frozenset({State.VERIFIED, State.REVERTED}),
+    State.ROLLING_OUT: ROLLOUT_ENDS,
 }
 
 

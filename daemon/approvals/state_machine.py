@@ -226,3 +226,14 @@ def verified(record: ProposalRecord, at: datetime, detail: str = "") -> Proposal
 def reverted(record: ProposalRecord, at: datetime, reason: str) -> ProposalRecord:
     """After the change, verification failed and the old value was restored."""
     return move(record, State.REVERTED, at, reason)
+
+
+def rollout_moved(record: ProposalRecord, to: State, at: datetime, detail: str) -> ProposalRecord:
+    """A group change's rollout moved: the record says where it is (``detail``: how far).
+
+    Staying ``rolling_out`` only updates the detail; the record is returned unchanged when
+    nothing changed, so that following a rollout writes nothing between its moves.
+    """
+    if record.state is to:
+        return record if record.reason == detail else replace(record, reason=detail)
+    return move(record, to, at, detail)

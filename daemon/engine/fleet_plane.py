@@ -8,6 +8,7 @@ reported).
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import Callable, Mapping
 
@@ -91,6 +92,9 @@ class FleetPlane:
         # Group changes: rollouts in etcd, driven by whichever governor holds a rollout's
         # driver key (bound to the registrar's lease, so a dead driver's key goes with it).
         self.rollouts = RolloutStore(self.client, self.keys)
+        # Every state this governor's driver writes, for the thread of the rollout's proposal
+        # (the composition root hands it to the task that posts there).
+        self.moves: asyncio.Queue[Rollout] = asyncio.Queue()
         self.driver = RolloutDriver(
             self.rollouts,
             host=self.host,
@@ -98,7 +102,7 @@ class FleetPlane:
             slots_of=self._slots_of,
             clock=clock,
             poll_s=section.refresh_s,
-            moved=_logged_only,
+            moved=self.moves.put_nowait,
         )
 
     def tasks(self) -> list[EternalTask]:
@@ -162,7 +166,3 @@ class FleetPlane:
     def _version(self, instance: str) -> str:
         keys = self._signals.store.keys("vllm_version_info", instance=instance)
         return (keys[-1].label("version") or "") if keys else ""
-
-
-def _logged_only(rollout: Rollout) -> None:
-    """The driver logs each line it writes; the rollout's history in etcd is its record."""

@@ -38,7 +38,8 @@ from daemon.engine.approvals.approval_commands import approval_handlers
 from daemon.engine.approvals.approval_desk import ApprovalDesk
 from daemon.engine.approvals.approval_recheck import PolicyLens
 from daemon.engine.approvals.approvals_plane import ApprovalsPlane, no_group_change
-from daemon.engine.approvals.group_changes import GroupDecisions, GroupProposals
+from daemon.engine.approvals.group_changes import GroupDecisions, GroupProposals, thread_replies
+from daemon.engine.approvals.rollout_follower import RolloutFollower
 from daemon.engine.batches.batch_desk import BatchDesk
 from daemon.engine.batches.lane_steerer import LaneSteerer, journal_in_flight
 from daemon.engine.batches.lanes import BatchLanes
@@ -67,6 +68,7 @@ from daemon.engine.storage.state_db import STATE_FILE
 from daemon.engine.storage.state_store import StateStore
 from daemon.fleet.canary_analysis import CanaryRule
 from daemon.fleet.rollout_member import RolloutMember
+from daemon.fleet.rollout_thread import RolloutThread
 from daemon.policy.signal_reads import signals_read
 
 log = logging.getLogger(__name__)
@@ -211,6 +213,27 @@ class Governor:
                 poll_s=loaded.config.fleet.refresh_s,
             )
         )
+        # The rollout's lines in its proposal's Slack thread (from this governor's driver), and
+        # the approved proposals' records following their rollouts.
+        self._rollout_reporting: list[EternalTask] = []
+        if fleet is not None:
+            thread = RolloutThread(
+                fleet.rollouts,
+                host=fleet.host,
+                moves=fleet.moves,
+                post=thread_replies(self._approvals),
+            )
+            follower = RolloutFollower(
+                self._approvals.store,
+                fleet.rollouts,
+                advance=self._approvals.advance,
+                clock=clock,
+                poll_s=loaded.config.fleet.refresh_s,
+            )
+            self._rollout_reporting = [
+                EternalTask("fleet rollout thread", lambda ready: thread.run(ready.started)),
+                EternalTask("group proposal follower", follower.run),
+            ]
         router = Router(
             self._actuation,
             registry,
@@ -410,6 +433,7 @@ class Governor:
             tasks.append(
                 EternalTask("fleet rollout member", lambda ready: member.run(ready.started))
             )
+        tasks.extend(self._rollout_reporting)
         if self._manager.watchdog_interval() is not None:
             tasks.append(EternalTask("watchdog pinger", self._ping_watchdog))
         return tasks

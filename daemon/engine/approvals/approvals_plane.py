@@ -70,12 +70,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GroupDecision = Callable[[Proposal, str, bool], bool]  # proposal, by, approved -> was it a group's
+# proposal, by, approved, its Slack message (channel, ts) -> the group whose rollout takes it
+# ("": it is no group change's).
+GroupDecision = Callable[[Proposal, str, bool, tuple[str, str]], str]
 
 
-def no_group_change(proposal: Proposal, by: str, approved: bool) -> bool:
+def no_group_change(proposal: Proposal, by: str, approved: bool, thread: tuple[str, str]) -> str:
     """Without a fleet, no proposal is a group change's."""
-    return False
+    return ""
 
 
 DECIDED_LISTED = 20
@@ -150,7 +152,7 @@ class ApprovalsPlane:
             ["state"],
             registry=registry,
         )
-        self._runner = ApprovedChangesRunner(config, clock, self.store, actuation, self._advance)
+        self._runner = ApprovedChangesRunner(config, clock, self.store, actuation, self.advance)
         self.slack: SlackLink | None = None
         if config().slack.enabled:
             # slack-sdk and aiohttp weigh ~20 MB: an idle daemon without Slack never loads them.
@@ -261,10 +263,13 @@ class ApprovalsPlane:
                 "detail": outcome.message,
             },
         )
-        group_change = False
+        group = ""
         if outcome.apply or (outcome.accepted and after.state is State.REJECTED):
-            group_change = self._group_decision(record.proposal, click.user, outcome.apply)
-        if outcome.apply and not group_change:
+            thread = (stored.channel or "", stored.ts or "")
+            group = self._group_decision(record.proposal, click.user, outcome.apply, thread)
+        if outcome.apply and group:
+            self.store.follow(record.proposal.id, group)  # its record follows the rollout
+        elif outcome.apply:
             self._runner.submit(record.proposal.id)
         return ClickAnswer(record.proposal.id, after.state.value, outcome.accepted, outcome.message)
 
@@ -378,6 +383,31 @@ class ApprovalsPlane:
             return False
         return True
 
+    async def reply_to_proposal(
+        self, proposal_id: str, thread: tuple[str, str], text: str, *, about: str
+    ) -> bool:
+        """Reply in the thread of proposal ``proposal_id`` (a group change's rollout's lines).
+
+        ``thread`` is its message as the rollout carries it (another governor may have posted
+        it); this governor's own record of the message serves when it is empty. With neither,
+        the text goes to the channel, headed by ``about`` (what it is about).
+        """
+        channel, ts = thread
+        stored = self.store.get(proposal_id) if not ts else None
+        if stored is not None and stored.ts is not None:
+            channel, ts = stored.channel or "", stored.ts
+        if self.slack is None:
+            log.info("thread reply (no Slack configured)", extra={"about": about, "text": text})
+            return False
+        if not ts:
+            return await self.slack.notify(text, about)
+        try:
+            await self.slack.api.post(channel or self.slack_channel(), text, thread_ts=ts)
+        except ApprovalError as exc:  # SlackCallFailed: the call failed for good
+            log.warning("thread reply not sent", extra={"error": str(exc), "about": about})
+            return False
+        return True
+
     async def notify(self, text: str, target: str = "") -> bool:
         """Post a plain message to the approvals channel; False when it could not be sent."""
         if self.slack is None:
@@ -431,7 +461,7 @@ class ApprovalsPlane:
             self.changed.set()
         return saved
 
-    def _advance(self, proposal_id: str, step: Callable[[ProposalRecord], ProposalRecord]) -> None:
+    def advance(self, proposal_id: str, step: Callable[[ProposalRecord], ProposalRecord]) -> None:
         """Apply a lifecycle step to the stored record (read again if it moved meanwhile)."""
         for _ in range(3):
             stored = self.store.get(proposal_id)

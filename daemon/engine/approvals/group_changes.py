@@ -21,12 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from daemon.approvals.proposal import Proposal
+from daemon.engine.approvals.approvals_plane import ApprovalsPlane
 from daemon.engine.runtime.supervisor import Readiness
 from daemon.fleet.canary_analysis import CanaryRule
 from daemon.fleet.errors import FleetError
 from daemon.fleet.rollout_driver import RolloutDriver
-from daemon.fleet.rollout_state import RolloutMoveError, propose
+from daemon.fleet.rollout_state import Rollout, RolloutMoveError, propose
 from daemon.fleet.rollout_store import RolloutStore
+from daemon.fleet.rollout_thread import Post
 from daemon.policy.decisions import Decision
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,20 @@ class _Decided:
     policy: str
     by: str
     approved: bool
+    proposal: str
+    thread: tuple[str, str]
+
+
+def thread_replies(approvals: ApprovalsPlane) -> Post:
+    """How the rollout's lines reach its proposal's Slack thread: through the approvals plane."""
+
+    async def post(rollout: Rollout, text: str) -> bool:
+        about = f"rollout of {rollout.policy} over group {rollout.group}"
+        return await approvals.reply_to_proposal(
+            rollout.proposal, rollout.thread, text, about=about
+        )
+
+    return post
 
 
 class GroupDecisions:
@@ -59,13 +75,18 @@ class GroupDecisions:
         self._rule_of = rule_of
         self._decided: asyncio.Queue[_Decided] = asyncio.Queue()
 
-    def decided(self, proposal: Proposal, by: str, approved: bool) -> bool:
-        """Take a decision on ``proposal`` if it is a group change's; whether it was."""
+    def decided(self, proposal: Proposal, by: str, approved: bool, thread: tuple[str, str]) -> str:
+        """Take a decision on ``proposal`` if it is a group change's; its group, or "".
+
+        ``thread`` is the proposal's Slack message: the rollout carries it, so that whichever
+        governor drives it replies there.
+        """
         if self._rule_of(proposal.policy) is None:
-            return False
+            return ""
         group = self._group_of(proposal.instance)
-        self._decided.put_nowait(_Decided(group, proposal.policy, by, approved))
-        return True
+        decided = _Decided(group, proposal.policy, by, approved, proposal.id, thread)
+        self._decided.put_nowait(decided)
+        return group
 
     async def run(self, readiness: Readiness) -> None:
         """The eternal task: each decision written to its rollout, in the order made."""
@@ -74,7 +95,12 @@ class GroupDecisions:
             decided = await self._decided.get()
             try:
                 why = await self._driver.decide(
-                    decided.group, decided.policy, decided.by, approved=decided.approved
+                    decided.group,
+                    decided.policy,
+                    decided.by,
+                    approved=decided.approved,
+                    proposal=decided.proposal,
+                    thread=decided.thread,
                 )
             except FleetError as exc:
                 why = f"the fleet cannot be read ({exc})"

@@ -6,6 +6,11 @@ Tables (schema version in ``schema_versions``, component ``approvals``)::
                        revision, dirty, slack_channel, slack_ts, post_attempts, replied JSON)
     approval_clicks(id, proposal, at, user, via, action, accepted, refusal, message)
 
+Version 2 adds ``approval_proposals.rollout_group``: the fleet group whose rollout a group
+change's approved proposal follows (NULL for any other proposal). Such a proposal is not run
+by the approved-changes runner, nor settled from the journal after a restart: its record
+follows the rollout in etcd (:mod:`daemon.engine.approvals.rollout_follower`).
+
 A record is saved with compare-and-set on its ``revision``: two clicks judged against the same
 revision cannot both be written, so a decision is single-use even if two paths raced. ``dirty``
 says the Slack message does not show the latest revision yet; the Slack messenger clears it
@@ -47,9 +52,11 @@ CREATE TABLE IF NOT EXISTS approval_clicks (
     refusal TEXT, message TEXT NOT NULL
 );
 """,
+        "ALTER TABLE approval_proposals ADD COLUMN rollout_group TEXT;",
     ),
 )
-_COLUMNS = "record, revision, dirty, slack_channel, slack_ts, post_attempts, replied"
+_COLUMNS = "record, revision, dirty, slack_channel, slack_ts, post_attempts, replied, rollout_group"
+_FOLLOWED = (State.APPROVED.value, State.ROLLING_OUT.value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +71,7 @@ class StoredProposal:
         ts: The ``ts`` of its message, once posted.
         post_attempts: ``chat.postMessage`` calls started for it (a marker written before each).
         replied: Thread replies already posted, by state name.
+        rollout_group: The fleet group whose rollout it follows (a group change approved).
     """
 
     record: ProposalRecord
@@ -73,6 +81,7 @@ class StoredProposal:
     ts: str | None
     post_attempts: int
     replied: tuple[str, ...]
+    rollout_group: str | None = None
 
 
 class ProposalStore:
@@ -133,8 +142,25 @@ class ProposalStore:
         return self._select("WHERE state = ? ORDER BY created_at", (State.PENDING.value,))
 
     def approved(self) -> list[StoredProposal]:
-        """Proposals approved but not yet known to be applied or failed."""
-        return self._select("WHERE state = ? ORDER BY created_at", (State.APPROVED.value,))
+        """Proposals approved but not yet known to be applied or failed (no group change's)."""
+        return self._select(
+            "WHERE state = ? AND rollout_group IS NULL ORDER BY created_at",
+            (State.APPROVED.value,),
+        )
+
+    def follow(self, proposal_id: str, group: str) -> None:
+        """The approved proposal is a group change's: its record follows ``group``'s rollout."""
+        with self._transaction():
+            self._db.execute(
+                "UPDATE approval_proposals SET rollout_group = ? WHERE id = ?",
+                (group, proposal_id),
+            )
+
+    def following(self) -> list[StoredProposal]:
+        """Group changes' proposals whose rollout has not ended yet, oldest first."""
+        return self._select(
+            "WHERE rollout_group IS NOT NULL AND state IN (?, ?) ORDER BY created_at", _FOLLOWED
+        )
 
     def listing(self, decided: int = 20) -> list[StoredProposal]:
         """Pending proposals (oldest first), then the ``decided`` most recent others."""
@@ -234,7 +260,7 @@ class ProposalStore:
 
 
 def _stored(row: tuple[Any, ...]) -> StoredProposal:
-    record, revision, dirty, channel, ts, attempts, replied = row
+    record, revision, dirty, channel, ts, attempts, replied, rollout_group = row
     return StoredProposal(
         record=load_record(record),
         revision=int(revision),
@@ -243,4 +269,5 @@ def _stored(row: tuple[Any, ...]) -> StoredProposal:
         ts=ts,
         post_attempts=int(attempts),
         replied=tuple(json.loads(replied)),
+        rollout_group=rollout_group,
     )

@@ -35,7 +35,7 @@ from daemon.core.settings import (
     VllmInstance,
 )
 from daemon.engine.actuation.actuation_plane import ActuationPlane
-from daemon.engine.approvals.approvals_plane import ApprovalsPlane
+from daemon.engine.approvals.approvals_plane import ApprovalsPlane, GroupDecision, no_group_change
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.runtime.supervisor import supervise
 from daemon.fleet.freeze_writes import FleetFreezer
@@ -173,11 +173,13 @@ async def approvals_rig(
     *,
     actuator: RecordingActuator | None = None,
     fleet_freezer: FleetFreezer | None = None,
+    group_decision: GroupDecision = no_group_change,
     **changes: Any,
 ) -> AsyncIterator[Rig]:
     """Run the approvals plane and the actuation runner until the block ends.
 
-    ``fleet_freezer`` makes the governor a member of a fleet for Slack's fleet freeze.
+    ``fleet_freezer`` makes the governor a member of a fleet for Slack's fleet freeze;
+    ``group_decision`` takes a group change's decision to its rollout.
     """
     config = rig_config(state_dir, slack_at, **changes)
     clock = SystemClock()
@@ -211,6 +213,7 @@ async def approvals_rig(
         secrets=secrets,
         host="gpu-1",
         fleet_freezer=fleet_freezer,
+        group_decision=group_decision,
     )
     stop = asyncio.Event()
     task = asyncio.create_task(supervise([*actuation.tasks(), *plane.tasks()], stop), name="rig")

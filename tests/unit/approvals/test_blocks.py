@@ -65,6 +65,10 @@ def _in_state(state: State) -> ProposalRecord:
         State.VERIFIED: [State.APPROVED, State.APPLIED, State.VERIFIED],
         State.REVERTED: [State.APPROVED, State.APPLIED, State.REVERTED],
         State.FAILED: [State.APPROVED, State.FAILED],
+        State.ROLLING_OUT: [State.APPROVED, State.ROLLING_OUT],
+        State.ROLLED_OUT: [State.APPROVED, State.ROLLING_OUT, State.ROLLED_OUT],
+        State.ROLLED_BACK: [State.APPROVED, State.ROLLING_OUT, State.ROLLED_BACK],
+        State.ABORTED: [State.APPROVED, State.ABORTED],
     }.get(state, [state])
     current = PENDING
     for step in path:
