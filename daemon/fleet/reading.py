@@ -1,4 +1,4 @@
-"""The fleet as etcd holds it now: registered instances, freezes and restart slots, in one go.
+"""The fleet as etcd holds it now: instances, freezes, restart slots and rollouts, in one go.
 
 ``fleet status`` prints it; a governor's freeze watch reads the freezes the same way. A record
 that cannot be read is kept aside with its key and why, never dropped silently nor guessed.
@@ -14,6 +14,7 @@ from typing import Any
 from daemon.fleet.etcd_gateway import EtcdGateway, KeyValue
 from daemon.fleet.keys import FleetKeys
 from daemon.fleet.records import FreezeRecord, MemberRecord, RecordError
+from daemon.fleet.rollout_state import Rollout, RolloutMoveError, Step
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +35,35 @@ class HeldSlot:
 
 
 @dataclass(frozen=True, slots=True)
+class ListedRollout:
+    """A group change's rollout and the governor driving it now ("": nobody holds the key)."""
+
+    rollout: Rollout
+    driver: str
+
+    def as_json(self) -> dict[str, Any]:
+        """The rollout as ``fleet status --json`` lists it."""
+        rollout = self.rollout
+        done = [m for m in rollout.members if rollout.step(m) is Step.APPLIED]
+        return {
+            "group": rollout.group,
+            "policy": rollout.policy,
+            "proposal": rollout.proposal or None,
+            "phase": rollout.phase.value,
+            "canary": rollout.canary,
+            "members_done": done,
+            "members_remaining": [m for m in rollout.members if m not in done],
+            # The key's holder while it is live; the last writer once it has finished.
+            "driver": self.driver or rollout.driver or None,
+            "driving_now": bool(self.driver),
+            "started_at": rollout.started_at or None,
+            "updated_at": rollout.updated_at or None,
+            "verdict": None if rollout.verdict is None else rollout.verdict.summary(),
+            "last": rollout.history[-1] if rollout.history else None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class FleetReading:
     """The fleet at one moment.
 
@@ -42,12 +72,14 @@ class FleetReading:
         freezes: Every fleet freeze record, expired or not (the reader judges at its ``now``).
         unreadable: ``(key, why)`` of each record that could not be read.
         slots: The restart slots held now.
+        rollouts: The group changes' rollouts, finished ones included, by group and policy.
     """
 
     members: tuple[Registered, ...]
     freezes: tuple[FreezeRecord, ...]
     unreadable: tuple[tuple[str, str], ...]
     slots: tuple[HeldSlot, ...] = ()
+    rollouts: tuple[ListedRollout, ...] = ()
 
     def freezes_in_force(self, now: datetime) -> list[FreezeRecord]:
         """The freezes that count at ``now``: the fleet's first, then by group."""
@@ -66,6 +98,7 @@ class FleetReading:
                 {"slot": slot.key, "holder": slot.holder, "lease": f"{slot.lease:x}"}
                 for slot in self.slots
             ],
+            "rollouts": [listed.as_json() for listed in self.rollouts],
         }
 
 
@@ -76,7 +109,7 @@ async def read_freezes(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
 
 
 async def read_fleet(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
-    """Members, freezes and restart slots (three ranges).
+    """Members, freezes, restart slots and rollouts with their drivers (five ranges).
 
     Raises:
         FleetError: etcd could not be read.
@@ -94,9 +127,41 @@ async def read_fleet(client: EtcdGateway, keys: FleetKeys) -> FleetReading:
         HeldSlot(item.key.removeprefix(keys.all_slots), _holder(item.value), item.lease)
         for item in await client.get_prefix(keys.all_slots)
     ]
+    rollouts, unreadable_rollouts = await _rollouts(client, keys)
     return FleetReading(
-        tuple(members), tuple(freezes), (*unreadable, *unreadable_freezes), tuple(slots)
+        tuple(members),
+        tuple(freezes),
+        (*unreadable, *unreadable_freezes, *unreadable_rollouts),
+        tuple(slots),
+        tuple(rollouts),
     )
+
+
+async def _rollouts(
+    client: EtcdGateway, keys: FleetKeys
+) -> tuple[list[ListedRollout], list[tuple[str, str]]]:
+    drivers = {
+        item.key.removeprefix(keys.all_rollout_drivers): _host(item.value)
+        for item in await client.get_prefix(keys.all_rollout_drivers)
+    }
+    listed: list[ListedRollout] = []
+    unreadable: list[tuple[str, str]] = []
+    for item in await client.get_prefix(keys.all_rollouts):
+        try:
+            rollout = Rollout.from_json(item.value)
+        except RolloutMoveError as exc:
+            unreadable.append((item.key, str(exc)))
+            continue
+        driver = drivers.get(f"{rollout.group}/{rollout.policy}", "")
+        listed.append(ListedRollout(rollout, driver))
+    return listed, unreadable
+
+
+def _host(raw: bytes) -> str:
+    try:
+        return str(json.loads(raw)["host"])
+    except (ValueError, KeyError, TypeError):
+        return "unreadable"
 
 
 def _holder(raw: bytes) -> str:

@@ -2,7 +2,8 @@
 
 Each action reads the ``[fleet]`` section of the configuration for where etcd is and under
 which prefix. ``status`` lists every registered instance (host, instance, group, vLLM version,
-health, knobs, the lease that keeps it) and the fleet freezes in force; a governor that is
+health, knobs, the lease that keeps it), the fleet freezes in force, the restart slots held
+and the group changes' rollouts (phase, canary, members done, who drives); a governor that is
 down, or whose lease expired, is simply not listed. ``freeze`` writes the one key that holds
 every change of every governor of the fleet (or of one group) until it expires or ``unfreeze``
 lifts it. No daemon is needed for any of them.
@@ -47,7 +48,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
     status = actions.add_parser(
-        "status", help="every registered instance and the fleet freezes in force"
+        "status",
+        help="every registered instance, the fleet freezes in force, the slots and rollouts",
     )
     status.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
     status.add_argument("--json", action="store_true", help="print JSON")
@@ -155,8 +157,52 @@ def render(answer: dict[str, Any]) -> list[str]:
         f"restart slot {slot['slot']}: held by {slot['holder']} (lease {slot['lease']})"
         for slot in answer["slots"]
     ]
+    lines += _rollout_lines(answer.get("rollouts", []))
     lines += [f"unreadable: {item['key']}: {item['why']}" for item in answer["unreadable"]]
     return lines
+
+
+def _rollout_lines(rollouts: list[dict[str, Any]]) -> list[str]:
+    """The group changes' rollouts: a table, then each one's last line."""
+    if not rollouts:
+        return ["rollouts: none"]
+    header = ("GROUP", "POLICY", "PROPOSAL", "PHASE", "CANARY", "DONE", "DRIVER", "STARTED")
+    rows = [(*header, "UPDATED")]
+    for r in rollouts:
+        done = len(r["members_done"])
+        driver = r["driver"] or "-"
+        rows.append(
+            (
+                r["group"],
+                r["policy"],
+                r["proposal"] or "-",
+                r["phase"],
+                r["canary"],
+                f"{done}/{done + len(r['members_remaining'])}",
+                driver if r["driving_now"] else f"({driver})",
+                _seconds(r["started_at"]),
+                _seconds(r["updated_at"]),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["rollouts:"]
+    lines += [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
+    for r in rollouts:
+        remaining = ", ".join(r["members_remaining"]) or "none"
+        lines.append(f"  {r['group']}/{r['policy']}: remaining {remaining}; last: {r['last']}")
+    return lines
+
+
+def _seconds(stamp: str | None) -> str:
+    """An ISO 8601 time to the second, in UTC (the table's width); "-" when unknown."""
+    if not stamp:
+        return "-"
+    return datetime.fromisoformat(stamp).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def main_freeze(args: argparse.Namespace) -> int:
