@@ -37,14 +37,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_POLICY = ROOT / "policies" / "admission-cap.yaml"
 MAX_NUM_SEQS = 8
 CONFIGURED_CAP = 12  # HAProxy's config lets in more than vLLM runs: the daemon must clamp it
+BURST = 200  # requests per client at most: each burst is stopped once the loop has cut
 
 
 def _policy() -> str:
-    """The shipped policy, faster to fire and with a TTFT budget no request meets."""
+    """The shipped policy, faster to fire and with a TTFT budget no request meets.
+
+    Its controller reads over a 10 s settle window instead of 60 s: a quantile needs half its
+    window covered by scrapes, so at 60 s the first cut could come no sooner than 30 s after
+    the daemon started.
+    """
     text = SHIPPED_POLICY.read_text(encoding="utf-8")
     for pattern, new in [
         (r"\nfor: \d+s\n", "\nfor: 1s\n"),
         (r"ttft_target_s: [0-9.]+", "ttft_target_s: 0.0001"),
+        (r"settle_s: \d+", "settle_s: 10"),
     ]:
         text, found = re.subn(pattern, new, text)
         assert found == 1, f"{SHIPPED_POLICY}: {pattern!r} drifted"
@@ -160,11 +167,13 @@ def test_the_daemon_moves_the_cap_live_under_a_burst_and_holds_while_haproxy_is_
         assert _changes(short_tmp)[0] == clamp
         port = _frontend_port(haproxy)
 
-        # A burst: 16 clients against 8 sequences. The loop must cut the cap, live.
-        with Load(port, clients=16, requests_per_client=2, max_tokens=100, stream=True) as load:
+        # A burst: 16 clients against 8 sequences, lasting until the loop has cut the cap, live
+        # (a cut after the burst has left would relieve nothing: the controller holds then).
+        with Load(port, clients=16, requests_per_client=BURST, max_tokens=100, stream=True) as load:
             eventually(
                 lambda: (watch.seen and watch.seen[-1] < MAX_NUM_SEQS) or None, "a cut", daemon
             )
+            load.stop()
             outcomes = load.outcomes()
         failures = [o for o in outcomes if not o.ok]
         assert not failures, failures  # no request dropped by a change of the cap
@@ -191,10 +200,11 @@ def test_the_daemon_moves_the_cap_live_under_a_burst_and_holds_while_haproxy_is_
         haproxy.start()
         eventually(lambda: len(_changes(short_tmp)) > rows_while_down or None, "clamped", daemon)
         assert _changes(short_tmp)[rows_while_down] == clamp
-        with Load(port, clients=16, requests_per_client=2, max_tokens=100) as load:
+        with Load(port, clients=16, requests_per_client=BURST, max_tokens=100) as load:
             eventually(
                 lambda: len(_changes(short_tmp)) > rows_while_down + 1 or None, "a cut", daemon
             )
+            load.stop()
             outcomes = load.outcomes()
         assert all(o.ok for o in outcomes)
         assert all(row["after"] <= MAX_NUM_SEQS for row in _changes(short_tmp))

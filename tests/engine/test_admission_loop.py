@@ -88,9 +88,11 @@ class World:
     queued: float = 20.0
     specs: list[PolicySpec] = field(default_factory=list)
     states: dict[tuple[str, str], PolicyState] = field(default_factory=dict)
+    windows: list[float] = field(default_factory=list)  # each read's window, in order
 
-    def rows(self, _window_s: float, only: frozenset[str]) -> Sequence[SignalRow]:
+    def rows(self, window_s: float, only: frozenset[str]) -> Sequence[SignalRow]:
         """What the signal plane would give: the signals asked for, nothing else."""
+        self.windows.append(window_s)
         gate = {"gate_cap": float(self.gate.cap), "gate_in_flight": self.in_flight}
         values = {**gate, "gate_queue": self.queued, **self.vllm}
         rows = []
@@ -301,4 +303,20 @@ async def test_a_restart_in_flight_holds_the_cap_until_it_ends(
         await loop.tick_once()
     assert world.gate.writes
     assert world.gate.cap < 64
+    journal.close()
+
+
+async def test_a_steered_gate_reads_its_signals_over_its_controllers_window(
+    tmp_path: Path, changes: SqliteJournal
+) -> None:
+    world, clock = World(Gate(64)), Clock()
+    loop, journal = make_loop(world, tmp_path, clock, changes)
+    await loop.tick_once()  # not firing: the cap alone, over any window
+    world.fire()
+    await loop.tick_once()  # the shipped policy's slo-band settles for 60 s: its window
+    text = POLICY.read_text().replace("settle_s: 60", "settle_s: 25")
+    world.specs = [parse_policy(text, POLICY)]
+    clock.now += 2.5
+    await loop.tick_once()
+    assert world.windows[1:] == [60.0, 25.0]
     journal.close()

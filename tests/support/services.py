@@ -28,7 +28,9 @@ def require_command(name: str) -> str:
 _BLOCK = 4000
 _WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
 _FIRST = 20000 + (_WORKER % 3) * _BLOCK  # 20000-31999 for workers gw0-gw2, then again
-_handed_out = itertools.count()
+# Each process starts at its own place in the block (two pytest runs on one machine, both as
+# gw0, would otherwise probe the same ports in the same order and race to bind them).
+_handed_out = itertools.count(os.getpid() % _BLOCK)
 
 
 def free_port() -> int:

@@ -20,8 +20,11 @@ than every evaluation tick:
 - **Never on stale data.** Without a fresh ``gate_cap`` (HAProxy down or slow) nothing is
   sent; the loop says so in ``status``.
 
-Signals are read over :data:`WINDOW_S`, shorter than the policies' window: the controller must
-see a burst within seconds, and its latency quantiles must not remember the last minute.
+Each controller's signals are read over its own window (``window_s``: slo-band's is its
+``settle_s``), the one its pacing is designed around: slo-band waits out one window after a
+cut before it grows, and lets one window's cuts go no deeper than ``max_cut`` together. Read
+over a shorter window, its quantiles forget the requests admitted before a cut long before it
+stops waiting for them, and it cut a 70B at 0.6 of capacity again and again (the proof).
 """
 
 from __future__ import annotations
@@ -62,8 +65,8 @@ from daemon.sources.view import SignalRow
 log = logging.getLogger(__name__)
 
 TICK_S = 0.5  # how often the loop looks; each policy steps at its own interval_s
-WINDOW_S = 10.0  # the window of the rates and quantiles the controllers read
 CAP_ONLY = frozenset({"gate_cap"})  # what an unsteered gate's look reads
+CAP_WINDOW_S = 10.0  # an unsteered gate's look reads its cap alone: any window holds it
 RESTORE = "restore"  # the "policy" of a change that opens the gate back to max-num-seqs
 CLAMP = "clamp"  # the "policy" of a change that brings a cap down to max-num-seqs
 
@@ -159,14 +162,20 @@ class AdmissionLoop:
         instances = {i.name: i for i in self._config().vllm if i.name in self._gates}
         if not instances:
             return
-        # Quantiles are the costly part of a view: only a steered gate needs them; the others
-        # need their cap alone (to clamp it to max-num-seqs, or open it back).
-        steered = any(self._steering_spec(name) is not None for name in instances)
-        rows = self._rows(WINDOW_S, SIGNALS_READ if steered else CAP_ONLY)
+        specs = {name: self._steering_spec(name) for name in instances}
+        # Quantiles are the costly part of a view: only a steered gate needs them, over its
+        # controller's window; the others need their cap alone (to clamp it to max-num-seqs,
+        # or open it back). One read per window in use, usually one.
+        windows = {name: _window_s(spec) for name, spec in specs.items()}
         knobs = self._knobs()
-        views = target_views(rows, list(instances), knobs)
+        views: dict[float | None, dict[str, TargetView]] = {}
+        for window in set(windows.values()):
+            rows = self._rows(window or CAP_WINDOW_S, SIGNALS_READ if window else CAP_ONLY)
+            views[window] = target_views(rows, list(instances), knobs)
         for name, instance in instances.items():
-            await self._look(instance, views[name], knobs.get(name, {}).get("max_num_seqs"))
+            view = views[windows[name]][name]
+            max_seqs = knobs.get(name, {}).get("max_num_seqs")
+            await self._look(instance, specs[name], view, max_seqs)
 
     def status(self) -> dict[str, Any]:
         """Each gate: its cap, ``max-num-seqs``, who steers it, why it holds, the last change."""
@@ -175,12 +184,17 @@ class AdmissionLoop:
             for target, status in sorted(self._status.items())
         }
 
-    async def _look(self, instance: VllmInstance, view: TargetView, max_seqs: float | None) -> None:
+    async def _look(
+        self,
+        instance: VllmInstance,
+        spec: PolicySpec | None,
+        view: TargetView,
+        max_seqs: float | None,
+    ) -> None:
         target = instance.name
         status = self._status[target]
         cap = view.signals.get("gate_cap")
         status.cap, status.max_num_seqs = cap, max_seqs
-        spec = self._steering_spec(target)
         status.policy = spec.name if spec is not None else None
         status.controller = _controller_name(spec)
         if not isinstance(cap, float | int):
@@ -300,6 +314,21 @@ class AdmissionLoop:
             "reason": change.reason,
             "outcome": result.outcome,
         }
+
+
+def _window_s(spec: PolicySpec | None) -> float | None:
+    """The window the policy's controller reads its signals over; None without a policy."""
+    if spec is None or spec.action is None or spec.action.admission is None:
+        return None
+    admission = spec.action.admission
+    # Bounds do not change a window; the policy's own min_cap keeps them valid.
+    probe = build_controller(
+        admission.controller,
+        min_cap=admission.min_cap,
+        max_cap=admission.min_cap,
+        **admission.params,
+    )
+    return probe.window_s
 
 
 def _controller_name(spec: PolicySpec | None) -> str | None:

@@ -19,9 +19,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from daemon.policy.admission.signals import (
+    DEFAULT_WINDOW_S,
     AdmissionSignals,
     Step,
     check_bounds,
+    check_window,
     decide,
     hold,
     hold_without,
@@ -40,6 +42,7 @@ class Aimd:
     Attributes:
         min_cap: Lowest cap.
         max_cap: Highest cap (vLLM's max-num-seqs).
+        window_s: The window of the signals it reads, in seconds.
         backoff_ratio: Multiplier on a drop, in [0.5, 1).
         timeout_s: A latency above this counts as a drop (the TTFT SLO).
     """
@@ -57,8 +60,11 @@ class Aimd:
     backoff_ratio: float = 0.9
     timeout_s: float = 2.0
 
+    window_s: float = DEFAULT_WINDOW_S
+
     def __post_init__(self) -> None:
         check_bounds(self.min_cap, self.max_cap)
+        check_window(self.window_s)
         if not 0.5 <= self.backoff_ratio < 1.0:
             message = f"backoff_ratio must be in [0.5, 1), not {self.backoff_ratio}"
             raise ValueError(message)

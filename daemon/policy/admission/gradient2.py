@@ -28,9 +28,11 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from daemon.policy.admission.signals import (
+    DEFAULT_WINDOW_S,
     AdmissionSignals,
     Step,
     check_bounds,
+    check_window,
     decide,
     hold,
     hold_without,
@@ -60,6 +62,7 @@ class Gradient2:
     Attributes:
         min_cap: Lowest cap.
         max_cap: Highest cap (vLLM's max-num-seqs).
+        window_s: The window of the signals it reads, in seconds.
         smoothing: Weight of the new estimate, 0-1.
         queue_size: Growth allowed per window while latency stays at the baseline.
         long_window: Windows of the long-term average.
@@ -77,8 +80,11 @@ class Gradient2:
     warmup: int = 10
     tolerance: float = 1.0
 
+    window_s: float = DEFAULT_WINDOW_S
+
     def __post_init__(self) -> None:
         check_bounds(self.min_cap, self.max_cap)
+        check_window(self.window_s)
         if not 0 < self.smoothing <= 1 or self.long_window < 1 or self.tolerance < 1:
             message = "gradient2 needs 0 < smoothing <= 1, long_window >= 1 and tolerance >= 1"
             raise ValueError(message)

@@ -76,6 +76,10 @@ class AdmissionSignals:
 
 SIGNAL_NAMES = tuple(field.name for field in fields(AdmissionSignals))
 
+# The window of the rates and quantiles a controller reads unless it says otherwise: the one
+# the baselines were measured with in the simulator, and the policies' own default window.
+DEFAULT_WINDOW_S = 60.0
+
 
 class Step(NamedTuple, Generic[S]):
     """What one tick of a controller concluded.
@@ -106,6 +110,15 @@ class AdmissionController(Protocol[S]):
         """The highest cap it may set: vLLM's ``max-num-seqs``."""
         ...
 
+    @property
+    def window_s(self) -> float:
+        """The window, in seconds, of the rates and quantiles its signals are read over.
+
+        The controller's pacing is designed around it (slo-band settles for one window after
+        a cut), so the loop that feeds it reads over this window and no other.
+        """
+        ...
+
     def initial_state(self) -> S:
         """The state before the first tick."""
         ...
@@ -113,6 +126,13 @@ class AdmissionController(Protocol[S]):
     def step(self, state: S, signals: AdmissionSignals, now: float) -> Step[S]:
         """One tick: the next state and the cap to set (None: hold)."""
         ...
+
+
+def check_window(window_s: float) -> None:
+    """Refuse a window that holds no sample: rates and quantiles need a positive one."""
+    if not (math.isfinite(window_s) and window_s > 0):
+        message = f"the signal window must be a positive number of seconds, not {window_s}"
+        raise ValueError(message)
 
 
 def check_bounds(min_cap: int, max_cap: int) -> None:

@@ -31,7 +31,9 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   overshoots and is cut again, the oscillation the proof's first run showed (4 <-> ~250).
   Without demand the cap stays where it is: latency measured on a light load says nothing
   about a heavier one.
-- **Hold** otherwise, and whenever a signal it needs is stale or missing.
+- **Hold** otherwise, and whenever a signal it needs is stale or missing. A pressure above 1
+  with no more requests in flight and queued than ``min_cap`` is the window remembering a
+  burst that has left: no cut (even the lowest cap would admit them all).
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
 gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
@@ -49,6 +51,7 @@ from daemon.policy.admission.signals import (
     AdmissionSignals,
     Step,
     check_bounds,
+    check_window,
     decide,
     hold,
     hold_without,
@@ -121,6 +124,7 @@ class SloBand:
 
     def __post_init__(self) -> None:
         check_bounds(self.min_cap, self.max_cap)
+        check_window(self.settle_s)
         positive = (self.ttft_target_s, self.tpot_target_s, self.preemption_limit_per_s)
         if min(positive) <= 0 or not 0 < self.low_water < 1 or not 0 < self.max_cut < 0.9:
             message = "slo-band needs positive targets, 0 < low_water < 1 and 0 < max_cut < 0.9"
@@ -128,6 +132,11 @@ class SloBand:
         if self.max_growth <= 0 or min(self.cut_dwell_s, self.grow_dwell_s, self.settle_s) < 0:
             message = "slo-band needs max_growth > 0 and non-negative dwell times"
             raise ValueError(message)
+
+    @property
+    def window_s(self) -> float:
+        """Its signals are read over ``settle_s``: the window its pacing waits out."""
+        return self.settle_s
 
     def initial_state(self) -> SloBandState:
         """Nothing done yet."""
@@ -192,6 +201,12 @@ class SloBand:
         if reference is not None and pressure < self.easing * reference:
             eased = replace(state, pressure_ref=pressure)
             return hold(eased, f"{worst} over budget but easing ({pressure:.2f})")
+        if known["in_flight"] + known["queued"] <= self.min_cap:
+            # The window remembers requests that have left: with this few at the gate and
+            # inside vLLM, even the lowest cap would admit them all, so a cut relieves nothing
+            # now and only starves the next burst.
+            waiting = known["in_flight"] + known["queued"]
+            return hold(state, f"{worst} over budget, but {waiting:g} in flight or queued")
         cap = known["cap"]
         factor = max(self.max_cut, min(0.9, 1 / pressure))
         base = min(cap, known["in_flight"])

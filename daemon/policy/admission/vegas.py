@@ -27,9 +27,11 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from daemon.policy.admission.signals import (
+    DEFAULT_WINDOW_S,
     AdmissionSignals,
     Step,
     check_bounds,
+    check_window,
     decide,
     hold,
     hold_without,
@@ -60,6 +62,7 @@ class Vegas:
     Attributes:
         min_cap: Lowest cap.
         max_cap: Highest cap (vLLM's max-num-seqs).
+        window_s: The window of the signals it reads, in seconds.
         smoothing: Weight of the new estimate, 0-1 (1: none).
         probe_multiplier: Probe the no-load latency every this many limits' worth of windows.
     """
@@ -77,8 +80,11 @@ class Vegas:
     smoothing: float = 1.0
     probe_multiplier: int = 30
 
+    window_s: float = DEFAULT_WINDOW_S
+
     def __post_init__(self) -> None:
         check_bounds(self.min_cap, self.max_cap)
+        check_window(self.window_s)
         if not 0 < self.smoothing <= 1 or self.probe_multiplier < 1:
             message = "vegas needs 0 < smoothing <= 1 and probe_multiplier >= 1"
             raise ValueError(message)

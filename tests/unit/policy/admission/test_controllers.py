@@ -150,6 +150,10 @@ BAND = SloBand(min_cap=4, max_cap=256)
         (at(cap=50, in_flight=30, gate_refusals_per_s=0.5), 51, "0 queued"),  # refusals: demand
         (at(cap=50, in_flight=30), None, "no demand"),
         (at(cap=50, in_flight=50, queued=10, ttft_p95_s=0.8), None, "inside the band"),
+        # Over budget with no more at the gate and inside vLLM than the lowest cap admits: the
+        # window remembers a burst that has left, and a cut would only starve the next one.
+        (at(cap=256, in_flight=3, queued=1, ttft_p95_s=3.0), None, "4 in flight or queued"),
+        (at(cap=8, in_flight=0, ttft_p95_s=3.0), None, "0 in flight or queued"),
     ],
 )
 def test_slo_band(signals: AdmissionSignals, cap: int | None, why: str) -> None:
@@ -216,6 +220,19 @@ def test_slo_band_grows_one_step_per_dwell_and_not_within_a_window_of_a_cut() ->
 
 
 # -- every controller -------------------------------------------------------------------
+
+
+def test_each_controller_says_the_window_its_signals_are_read_over() -> None:
+    # slo-band's pacing waits out one window after a cut: its window is its settle_s.
+    assert build_controller("slo-band", min_cap=1, max_cap=8).window_s == 60.0
+    assert build_controller("slo-band", min_cap=1, max_cap=8, settle_s=30).window_s == 30.0
+    for kind in ("gradient2", "aimd", "vegas"):  # as measured in the simulator's baselines
+        assert build_controller(kind, min_cap=1, max_cap=8).window_s == 60.0
+        assert build_controller(kind, min_cap=1, max_cap=8, window_s=15).window_s == 15.0
+    for kind, name in [("slo-band", "settle_s"), ("aimd", "window_s")]:
+        for nonsense in (0.0, -1.0, float("nan")):
+            with pytest.raises(ValueError, match="signal window must be a positive"):
+                build_controller(kind, min_cap=1, max_cap=8, **{name: nonsense})
 
 
 def test_the_registry_builds_each_kind_and_refuses_nonsense() -> None:

@@ -11,7 +11,6 @@ vLLM source writes them), over the loop's window, through the views.
 
 from __future__ import annotations
 
-from daemon.engine.actuation.admission_loop import WINDOW_S
 from daemon.policy.admission.from_view import SIGNALS_READ, admission_signals
 from daemon.policy.admission.signals import AdmissionSignals
 from daemon.policy.admission.slo_band import SloBand
@@ -21,6 +20,7 @@ from daemon.sources.store import SignalStore
 from daemon.sources.view import ViewContext, signal_rows
 
 NOW = 1000.0
+WINDOW_S = SloBand(min_cap=1, max_cap=1).window_s  # the loop reads slo-band over its own
 BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.5, 1.0, 2.5, 5.0)
 # admission-cap's own settings (policies/admission-cap.yaml).
 BAND = SloBand(min_cap=4, max_cap=1024, ttft_target_s=1.5, tpot_target_s=0.08)
