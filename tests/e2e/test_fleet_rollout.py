@@ -7,12 +7,16 @@ Approved from the CLI on the proposer, the change goes to the canary (the propos
 server) through the normal actuation path. The servers carry no load, so the canary's
 comparison window sees fewer requests than the rule's ``min_requests``: inconclusive, which
 fails: the canary is reverted (its server restarted twice), nobody else is changed, and the
-rollout in etcd is aborted with the verdict's figures in its history.
+rollout in etcd is aborted with the verdict's figures in its history. The proposal's record
+follows it to ``rolled_back``, the proposer (its driver) told each line of the rollout once
+(no Slack here: its log says each line it would have posted), and ``fleet status`` lists the
+rollout.
 
 In the second test the servers carry a light load, the canary passes, and the governor
 driving the rollout is killed (SIGKILL) while the others are being changed: once its lease
 has expired exactly one other governor takes the rollout over and finishes it, and every
-server is restarted exactly once.
+server is restarted exactly once. No line of the rollout is told twice across the three
+governors, and the lines from the takeover on are told by the one that took over.
 """
 
 from __future__ import annotations
@@ -21,14 +25,17 @@ import asyncio
 import json
 import subprocess
 import sys
+from collections import Counter
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from daemon.app.control_client import call_daemon
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
+from daemon.fleet.rollout_lines import thread_lines
 from daemon.fleet.rollout_state import Phase, Rollout
 from daemon.fleet.rollout_store import RolloutStore
 from tests.support.daemon import RunningDaemon, running_daemon
@@ -100,6 +107,24 @@ def rollout(endpoints: list[str]) -> Rollout | None:
     return asyncio.run(read())
 
 
+def told(governor: RunningDaemon) -> list[str]:
+    """The keys of the rollout's lines this governor posted (or, without Slack, would have)."""
+    wanted = {"rollout line posted", "rollout line not sent"}
+    return [r["line"] for r in governor.log_records() if r.get("msg") in wanted]
+
+
+def fleet_status(config: Path) -> dict[str, Any]:
+    """``vllm-governor fleet status --json`` as a user runs it."""
+    result = subprocess.run(
+        [sys.executable, "-m", "daemon.app.cli", "fleet", "status", "--json", "--config",
+         str(config)],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    answer: dict[str, Any] = json.loads(result.stdout)
+    return answer
+
+
 def test_one_proposal_for_the_group_and_a_failing_canary_is_reverted(short_tmp: Path) -> None:
     with ExitStack() as stack:
         etcd = stack.enter_context(EtcdCluster(short_tmp / "etcd"))
@@ -142,6 +167,27 @@ def test_one_proposal_for_the_group_and_a_failing_canary_is_reverted(short_tmp: 
 
         final = eventually(finished, "the rollout finished", governors[proposer], 120)
         spawns = [sim.spawns() for sim in sims]
+
+        def settled() -> dict[str, Any] | None:
+            [found] = call_daemon(sockets[proposer], "proposals")["proposals"]
+            return found if found["state"] == "rolled_back" else None
+
+        record = eventually(settled, "the proposal rolled back", governors[proposer], 30)
+        keys = [line.key for line in thread_lines(final)]
+        eventually(
+            lambda: told(governors[proposer]) == keys or None, "every line told", governors[0], 30
+        )
+        lines_told = [told(governor) for governor in governors]
+        [listed] = fleet_status(configs[0])["rollouts"]
+    assert record["id"] == pending[proposer][0]["id"]
+    assert record["reason"].startswith("0 of 3 members changed; host-")
+    assert [len(found) for i, found in enumerate(lines_told) if i != proposer] == [0, 0]
+    assert (listed["phase"], listed["proposal"], listed["canary"]) == (
+        "aborted",
+        record["id"],
+        f"host-{proposer}/sim",
+    )
+    assert (listed["driver"], listed["driving_now"]) == (f"host-{proposer}", False)
     assert final.phase is Phase.ABORTED, final.history
     assert final.canary == f"host-{proposer}/sim"
     assert final.verdict is not None
@@ -202,6 +248,21 @@ def test_when_the_driver_is_killed_mid_rollout_exactly_one_other_finishes_it(
 
         final = eventually(finished, "the rollout finished", survivor, 120)
         spawns = [sim.spawns() for sim in sims]
+        took_over_at = next(
+            i for i, line in enumerate(final.history) if line.startswith("driven by")
+        )
+        after = {f"h{i}" for i in range(took_over_at, len(final.history))} | {"end"}
+        others = [i for i in range(REPLICAS) if i != driver]
+
+        def told_after() -> list[list[str]] | None:
+            found = [told(governors[i]) for i in others]
+            return found if any(after <= set(keys) for keys in found) else None
+
+        eventually(told_after, "the lines after the takeover", survivor, 30)
+        lines_told = [told(governor) for governor in governors]
+    assert max(Counter(key for keys in lines_told for key in keys).values()) == 1, lines_told
+    new_driver = next(i for i in others if after <= set(lines_told[i]))
+    assert final.driver == f"host-{new_driver}"
     assert final.phase is Phase.DONE, final.history
     assert final.verdict is not None
     assert final.verdict.passed, final.verdict.summary()
