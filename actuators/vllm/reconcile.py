@@ -32,7 +32,8 @@ unverified: it takes a slot before anything else and holds it until verified hea
 change would have. A change found before its restart needs no slot to put the files back; it
 takes one only before the restart that puts a server that restarted by itself (or is down)
 on the old files. No slot within the bound: nothing more is done, the entry stays open as
-the journal says, and the result is a refusal that says why (the next start tries again).
+the journal says, and the result is a refusal that says why (the running governor tries
+again later, on a schedule of its own).
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def _deferred(entry: JournalEntry, no_slot: str) -> ActuationResult:
     """The reconcile left for later: no restart slot within the bound, nothing touched."""
     outcome = (
         f"reconcile deferred (restart_slot): {no_slot}; the change stays open at step "
-        f"{entry.step} as the journal says, for the next start to finish"
+        f"{entry.step} as the journal says, and is tried again later"
     )
     log.warning(outcome, extra={"target": entry.target, "entry": entry.id})
     return ActuationResult(

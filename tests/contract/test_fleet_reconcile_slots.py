@@ -5,7 +5,9 @@ open at ``restarted``). Its lease, and the restart slot bound to it, expire; ano
 the group takes the group's only slot meanwhile. The governor's next start finds a server it
 cannot vouch for: it must count it as unavailable (take a slot before finishing the change),
 and with the slot taken by another it must leave the change as the journal says and say why,
-not verify, revert or restart while another replica of the group is down.
+not verify, revert or restart while another replica of the group is down. Once the slot is
+free it finishes while it runs: its actuation runner tries the deferred reconcile again on a
+schedule (here every second or so), not at its next start.
 """
 
 from __future__ import annotations
@@ -15,17 +17,28 @@ from pathlib import Path
 
 import pytest
 
+from actuators.kinds import VLLM
 from actuators.vllm.actuator import VllmActuator
 from daemon.api import (
     DONE,
     OPEN,
     REFUSED,
     REVERTED,
+    ActuationResult,
     ChangeRequest,
     Envelope,
     SystemClock,
     VllmInstance,
 )
+from daemon.core.settings import (
+    GovernorConfig,
+    HostSourceSection,
+    NvmlSourceSection,
+    SourcesSection,
+)
+from daemon.engine.actuation.kind_runner import KindRunner
+from daemon.engine.actuation.reconcile_retries import ReconcileRetries, RetryDelays
+from daemon.engine.runtime.supervisor import Readiness
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.fleet.etcd_gateway import EtcdGateway
 from tests.contract.test_fleet_restart_slots import KEYS, Governor
@@ -61,26 +74,48 @@ def test_a_reconcile_past_the_restart_takes_a_slot_first(
             await client.revoke(dead.registrar.lease)  # its lease expires: the slot with it
             assert await other.slots.acquire("b1") == ""  # another replica restarts meanwhile
 
-            # The governor's next start: a new lease, the same journal.
+            # The governor's next start: a new lease, the same journal, its actuation runner
+            # (which reconciles at start, then applies changes), retrying every second or so.
             again = Governor(client, "host-a", ["a1"], budget=1, wait_s=0.5)
             await again.registrar.refresh()
             second = VllmActuator(
                 journal, windows, SystemClock(), short_tmp / "state", restart_slots=again.slots
             )
-            deferred = await second.reconcile(instance)
-            assert deferred is not None
-            assert deferred.state == REFUSED, deferred.outcome
-            assert "reconcile deferred (restart_slot): no restart slot free" in deferred.outcome
-            assert "held by host-b/b1" in deferred.outcome
-            still = journal.open_entry("a1")
-            assert still is not None
-            assert (still.state, still.step) == (OPEN, "restarted")
+            outcomes: list[ActuationResult] = []
+            retries = ReconcileRetries(SystemClock(), RetryDelays(base_s=1.0, cap_s=1.0))
+            runner = KindRunner(VLLM, second, lambda: config, outcomes.append, retries)
+            (runs,) = [task for task in runner.tasks() if task.name == "actuation runner"]
 
-            await other.slots.release("b1")
-            # With the slot, it finishes: verified (or, on a noisy machine, reverted).
-            finished = await second.reconcile(instance)
-            assert finished is not None
+            async def run() -> None:
+                await runs.run(Readiness())
+
+            running = asyncio.create_task(run(), name=runs.name)
+            try:
+                while not runner.deferred():
+                    await asyncio.sleep(0.05)
+                deferred = outcomes[0]
+                assert deferred.state == REFUSED, deferred.outcome
+                assert "reconcile deferred (restart_slot): no restart slot free" in deferred.outcome
+                assert "held by host-b/b1" in deferred.outcome
+                still = journal.open_entry("a1")
+                assert still is not None
+                assert (still.state, still.step) == (OPEN, "restarted")
+                (waiting,) = runner.deferred()
+                assert (waiting.target, waiting.entry) == ("a1", still.id)
+
+                await other.slots.release("b1")
+                # With the slot free, a later try finishes it while the governor runs:
+                # verified (or, on a noisy machine, reverted).
+                async with asyncio.timeout(90):
+                    while not outcomes or outcomes[-1].state == REFUSED:
+                        await asyncio.sleep(0.05)
+            finally:
+                running.cancel()
+                await asyncio.gather(running, return_exceptions=True)
+            finished = outcomes[-1]
             assert finished.state in (DONE, REVERTED), finished
+            assert all(outcome.state == REFUSED for outcome in outcomes[:-1])
+            assert runner.deferred() == []
             reverts.append(finished.state == REVERTED)
         assert await client.get_prefix(KEYS.all_slots) == []  # given back once verified
         journal.close()
@@ -106,6 +141,12 @@ def test_a_reconcile_past_the_restart_takes_a_slot_first(
                     min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20
                 )
             },
+        )
+        config = GovernorConfig(
+            vllm=(instance,),
+            sources=SourcesSection(
+                nvml=NvmlSourceSection(enabled=False), host=HostSourceSection(enabled=False)
+            ),
         )
         asyncio.run(scenario(instance, EtcdGateway(cluster.endpoints, 5)))
         # The first governor's restart; the deferred reconcile added none (a revert adds one).

@@ -142,6 +142,14 @@ def _changes(status: dict[str, Any]) -> list[str]:
             )
             # A tuned change says what it was predicted to buy, as its proposal did.
             lines.extend(forecast_lines(change.get("forecast")))
+    if waiting := status.get("reconciles_deferred", []):
+        lines.append("changes left open, their reconcile deferred (tried again on a schedule):")
+        for deferral in waiting:
+            lines.append(
+                f"  #{deferral['entry']} on {deferral['target']}: {deferral['tries']} tr"
+                f"{'y' if deferral['tries'] == 1 else 'ies'} deferred, next at "
+                f"{_iso_time(deferral['next_at'])}: {deferral['reason']}"
+            )
     if held_ones := status.get("quarantined", []):
         lines.append("quarantined (lift with 'vllm-governor unquarantine'):")
         for held in held_ones:
@@ -158,6 +166,10 @@ def _changes(status: dict[str, Any]) -> list[str]:
 
 def _time(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _iso_time(text: str) -> str:
+    return datetime.fromisoformat(text).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def fleet_line(fleet: dict[str, Any]) -> str:

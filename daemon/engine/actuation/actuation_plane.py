@@ -33,6 +33,11 @@ from daemon.core.restart_slots import NO_RESTART_SLOTS, RestartSlots
 from daemon.core.settings import GovernorConfig
 from daemon.engine.actuation.haproxy_gate import gate_of
 from daemon.engine.actuation.kind_runner import KindRunner
+from daemon.engine.actuation.reconcile_retries import (
+    DEFAULT_RETRY_DELAYS,
+    ReconcileRetries,
+    RetryDelays,
+)
 from daemon.engine.actuation.routing import Owner, request_of, route
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.engine.evaluation.signal_windows import StoreSignalWindows
@@ -61,6 +66,7 @@ class ActuationPlane:
         batches: BatchHold = no_batch_hold,
         fleet_freeze: FreezeSource = NO_FREEZE_SOURCE,
         restart_slots: RestartSlots = NO_RESTART_SLOTS,
+        reconcile_retry: RetryDelays = DEFAULT_RETRY_DELAYS,
     ) -> None:
         """The journal at ``state_path`` and an actuator of each kind in ``kinds``.
 
@@ -69,6 +75,7 @@ class ActuationPlane:
         ``fleet_freeze`` is lent to the actuators: the fleet's freeze, for their preflight;
         ``restart_slots`` too: the fleet's disruption budget, taken before a restart.
         ``batches`` closes a target's batch lane before a restart (lent to the actuators).
+        ``reconcile_retry``: how a deferred reconcile is tried again while the governor runs.
         """
         self._config = config
         self._clock = clock
@@ -88,7 +95,13 @@ class ActuationPlane:
             gate_caps=gate_of,
         )
         self._runners: list[KindRunner[Any]] = [
-            KindRunner(kind, kind.factory(services), config, self._report)
+            KindRunner(
+                kind,
+                kind.factory(services),
+                config,
+                self._report,
+                ReconcileRetries(clock, reconcile_retry),
+            )
             for kind in kinds
             if kind.routed
         ]
@@ -232,6 +245,9 @@ class ActuationPlane:
             "quarantined": [
                 {"policy": policy, "target": target, "reason": reason}
                 for (policy, target), reason in self.journal.quarantined().items()
+            ],
+            "reconciles_deferred": [
+                deferral.to_status() for runner in self._runners for deferral in runner.deferred()
             ],
         }
 
