@@ -10,6 +10,10 @@ once, as the approvals' own thread replies: the rollout's history in etcd keeps 
 
 etcd unreachable at a claim: nothing is posted for that state; the next state the driver
 writes brings the lines again.
+
+A rollout that finished just as its driver died has nobody to drive it any more: when that
+governor starts again (the same host), it posts the lines of the finished rollouts it wrote
+last that nobody claimed.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from daemon.fleet.errors import FleetError
 from daemon.fleet.rollout_lines import thread_lines
-from daemon.fleet.rollout_state import Rollout
+from daemon.fleet.rollout_state import Rollout, RolloutMoveError
 from daemon.fleet.rollout_store import RolloutStore
 
 log = logging.getLogger(__name__)
@@ -48,8 +52,12 @@ class RolloutThread:
         self._told: set[tuple[str, str, str, str]] = set()  # group, policy, proposal, line key
 
     async def run(self, started: Callable[[], None]) -> None:
-        """Tell each written state's new lines until cancelled."""
+        """Tell what an earlier run left, then each written state's new lines until cancelled."""
         started()
+        try:
+            await self.catch_up()
+        except (FleetError, RolloutMoveError) as exc:
+            log.warning("finished rollouts not read", extra={"error": str(exc)})
         while True:
             rollout = await self._moves.get()
             try:
@@ -59,6 +67,13 @@ class RolloutThread:
                     "rollout lines not claimed; the next state brings them again",
                     extra={"group": rollout.group, "policy": rollout.policy, "error": str(exc)},
                 )
+
+    async def catch_up(self) -> None:
+        """Post the unclaimed lines of the finished rollouts this host wrote last."""
+        for stored in await self._store.read_all():
+            rollout = stored.rollout
+            if rollout.phase.finished and rollout.driver == self._host:
+                await self.tell(rollout)
 
     async def tell(self, rollout: Rollout) -> None:
         """Post every line of ``rollout`` not yet claimed by anyone."""

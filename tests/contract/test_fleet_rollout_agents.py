@@ -15,6 +15,7 @@ import json
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from daemon.fleet.canary_analysis import CanaryRule
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
 from daemon.fleet.rollout_lines import thread_lines
-from daemon.fleet.rollout_state import Phase, Rollout, propose
+from daemon.fleet.rollout_state import Phase, Rollout, abort, approve, propose
 from daemon.fleet.rollout_store import RolloutStore
 from tests.support.etcd import EtcdCluster
 from tests.support.rollout_fleet import BAD_SEQS, FleetGovernor, Servers, until_finished
@@ -209,6 +210,32 @@ def test_when_the_driver_dies_mid_rollout_exactly_one_other_takes_over(tmp_path:
         assert final.phase is Phase.ABORTED
         assert final.history[-1] == "aborted: h4/main no longer registered: nobody to act"
         assert set(members_changed) == {"h1/main", "h2/main", "h3/main"}
+
+    with EtcdCluster(tmp_path) as cluster:
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
+
+
+def test_a_driver_that_died_as_its_rollout_ended_tells_the_rest_when_it_starts_again(
+    tmp_path: Path,
+) -> None:
+    async def scenario(client: EtcdGateway) -> None:
+        thread = Thread()
+        store = RolloutStore(client, KEYS)
+        await _proposed(store, 48.0)
+        stored = await store.read("llama", "shrink")
+        assert stored is not None
+        # h2 drove it to its end, wrote that, and died before its thread task told anything.
+        approved = approve(stored.rollout, "ops", proposal=PROPOSAL, thread=THREAD)
+        ended = replace(abort(approved, "stopped by hand"), driver="h2")
+        lease = await client.grant(30)
+        key = await store.take_driver("llama", "shrink", "h2", lease)
+        assert await store.write(stored, ended, key) is not None
+        await client.revoke(lease)
+        servers = Servers(MEMBERS)
+        for host in ("h3", "h2", "h2"):  # another governor, h2 started again, and once more
+            governor = FleetGovernor(client, KEYS, servers, host, thread.poster(host))
+            await governor.thread.catch_up()
+        assert thread.posts == [("h2", line.text) for line in thread_lines(ended)]
 
     with EtcdCluster(tmp_path) as cluster:
         asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
