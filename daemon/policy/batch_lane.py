@@ -16,7 +16,9 @@ lane is as wide as the firing policies say, at every look:
   as an admission controller holds; an expression that fails closes the lane.
 * **Paced.** An open lane's ``spacing_s`` is the longest ``start_spacing`` of the firing
   opening policies (the safer direction again): the least time between two batch requests'
-  starts, so that their prefills do not land in the same engine step.
+  starts, so that their prefills do not land in the same engine step. A spacing may be a CEL
+  number of seconds over signals (a pace that slows as online load grows); one that lacks
+  data holds ``current_spacing_s``, one that fails closes the lane.
 
 Shadow policies never steer the lane (their firing is recorded, nothing more).
 """
@@ -74,6 +76,7 @@ def lane_width(
     *,
     current: int,
     ceiling: int,
+    current_spacing_s: float = 0.0,
 ) -> LaneWidth | None:
     """The lane's width on ``view.target`` now; None when no batch policy governs it."""
     watching = batch_policies(specs, view.target)
@@ -103,12 +106,46 @@ def lane_width(
             return LaneWidth(0, spec.name, f"{spec.name}: its concurrency gave {value!r}: closed")
         width = int(min(max(value, 0.0), float(ceiling)))
         widths.append(LaneWidth(width, spec.name, f"{spec.name}: {expression.source} = {value:g}"))
-    spacing = max(
-        spec.action.batch.start_spacing_s
-        for spec in firing
-        if spec.action is not None and spec.action.batch is not None
-    )
-    return replace(min(widths, key=lambda lane: lane.width), spacing_s=spacing)
+    spacing = _longest_spacing(firing, view, current_spacing_s)
+    narrowest = min(widths, key=lambda lane: lane.width)
+    return spacing if isinstance(spacing, LaneWidth) else replace(narrowest, spacing_s=spacing)
+
+
+def _longest_spacing(
+    firing: Sequence[PolicySpec], view: TargetView, current_s: float
+) -> float | LaneWidth:
+    """The longest spacing of the firing policies, or the closed lane one of them asks for."""
+    spacings: list[float] = []
+    for spec in firing:
+        spacing = _spacing(spec, view, current_s)
+        if isinstance(spacing, str):
+            return LaneWidth(0, spec.name, spacing)
+        spacings.append(spacing)
+    return max(spacings)
+
+
+def _spacing(spec: PolicySpec, view: TargetView, current_s: float) -> float | str:
+    """The policy's ``start_spacing`` now, in seconds, or why the lane closes.
+
+    A constant is itself; an expression is evaluated over fresh signals: one that lacks data
+    holds the spacing in force (as a width holds), one that fails or gives no number of seconds
+    closes the lane.
+    """
+    assert spec.action is not None
+    assert spec.action.batch is not None
+    expression = spec.action.batch.start_spacing
+    if expression is None:
+        return spec.action.batch.start_spacing_s
+    values = {name: view.signals[name] for name in expression.signals if name in view.signals}
+    try:
+        value = expression.evaluate(values)
+    except MissingData:
+        return current_s
+    except ExpressionError as exc:
+        return f"{spec.name}: its start_spacing failed ({exc}): closed"
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        return f"{spec.name}: its start_spacing gave {value!r}: closed"
+    return float(value)
 
 
 def _acts(

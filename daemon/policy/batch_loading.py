@@ -3,8 +3,9 @@
 The shape is pydantic's (:class:`~daemon.policy.spec.BatchModel`); what it cannot say is
 checked here: an opening action names its width (a CEL number over signals and ``current``,
 the lane's width now), a closing one does not (nor a ``start_spacing``), a constant width is
-a whole number of requests of at least 1, a spacing is a duration, and the lane is live (no
-restart, nothing to approve), so ``risk: approval`` would promise a review that never happens.
+a whole number of requests of at least 1, a spacing is a duration or a CEL number of seconds,
+and the lane is live (no restart, nothing to approve), so ``risk: approval`` would promise a
+review that never happens.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from daemon.policy.durations import parse_duration
-from daemon.policy.expressions import Expression, ExpressionError
+from daemon.policy.expressions import CURRENT, Expression, ExpressionError
 from daemon.policy.spec import BatchLaneSpec, BatchModel
 
 Problem = tuple[tuple[str | int, ...], str]  # key path under action, message
@@ -54,13 +55,32 @@ def batch_lane_spec(
     expression, problem = _width(model.concurrency, compile_action)
     if problem:
         problems.append((("batch", "concurrency"), problem))
-    spacing = 0.0
-    if model.start_spacing is not None:
-        try:
-            spacing = parse_duration(model.start_spacing)
-        except ValueError as exc:
-            problems.append((("batch", "start_spacing"), str(exc)))
-    return LoadedLane(None if problems else BatchLaneSpec(expression, spacing), problems)
+    spacing, spacing_expression, problem = _spacing(model.start_spacing, compile_action)
+    if problem:
+        problems.append((("batch", "start_spacing"), problem))
+    lane = BatchLaneSpec(expression, spacing, spacing_expression)
+    return LoadedLane(None if problems else lane, problems)
+
+
+def _spacing(
+    value: str | int | float | None, compile_action: Callable[[str], Expression]
+) -> tuple[float, Expression | None, str]:
+    """A constant spacing (a duration), or a CEL number of seconds, or why it is neither."""
+    if value is None:
+        return 0.0, None, ""
+    try:
+        return parse_duration(value), None, ""
+    except ValueError as exc:
+        if not isinstance(value, str):
+            return 0.0, None, str(exc)
+    try:
+        expression = compile_action(value)
+    except ExpressionError as exc:
+        message = f"neither a duration (e.g. 250ms) nor a CEL number of seconds: {exc}"
+        return 0.0, None, message
+    if expression.result_type == "bool" or CURRENT in expression.signals:
+        return 0.0, None, "a CEL number of seconds over signals, not true or false or `current`"
+    return 0.0, expression, ""
 
 
 def _width(

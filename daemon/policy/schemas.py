@@ -188,10 +188,11 @@ POLICY_FIELDS: Mapping[str, Mapping[str, FieldDoc]] = {
             ("current + 1.0",),
         ),
         "start_spacing": (
-            "The least time between two batch requests' starts on the server (a duration): "
-            "paces the lane's prefills so that no two land in one engine step. Among firing "
-            "policies the longest wins. Default: none.",
-            ("250ms",),
+            "The least time between two batch requests' starts on the server: a duration, or "
+            "a CEL number of seconds over signals (re-read every second): paces the lane's "
+            "prefills so that no two land in one engine step. Among firing policies the "
+            "longest wins. Default: none.",
+            ("250ms", "0.5 + prompt_tokens_per_s / 20000.0"),
         ),
     },
     "AdmissionModel": {

@@ -45,3 +45,5 @@ def _expressions(spec: PolicySpec) -> Iterable[Expression]:
         yield change.value
     if action.batch is not None and action.batch.concurrency is not None:
         yield action.batch.concurrency
+    if action.batch is not None and action.batch.start_spacing is not None:
+        yield action.batch.start_spacing

@@ -305,11 +305,14 @@ class BatchLaneSpec:
     lane's width is re-read from the expression at every look while the policy fires, and the
     lane closes when no opening policy fires. ``current`` is the lane's width now.
     ``start_spacing_s`` paces the lane: at least this long between two of its requests'
-    starts (0: none), so that no two batch prefills land in the same engine step.
+    starts (0: none), so that no two batch prefills land in the same engine step;
+    ``start_spacing``, when set, is a CEL number of seconds that replaces it, re-read at every
+    look like ``concurrency``.
     """
 
     concurrency: Expression | None
     start_spacing_s: float = 0.0
+    start_spacing: Expression | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,7 +147,13 @@ class LaneSteerer:
                 views = self._views_now() if views is None else views
                 view = views.get(target, view)
             decided = lane_width(
-                specs, states, view, self._clock.wall(), current=lane.width, ceiling=ceiling
+                specs,
+                states,
+                view,
+                self._clock.wall(),
+                current=lane.width,
+                ceiling=ceiling,
+                current_spacing_s=lane.spacing_s,
             )
             scheduling = self._scheduling_now(target)
             lane.scheduling = f"{scheduling.policy} ({scheduling.source})"

@@ -280,10 +280,58 @@ def test_a_paced_lane_spaces_its_starts_and_the_longest_firing_spacing_wins() ->
         ),
         (
             "{batch: {concurrency: 4, start_spacing: soon}}",
-            r"p.yaml:3:\d+: action.batch.start_spacing: 'soon' is not a duration",
+            r"p.yaml:3:\d+: action.batch.start_spacing: neither a duration \(e.g. 250ms\) nor",
         ),
     ],
 )
 def test_a_bad_start_spacing_is_refused_with_its_file_and_line(action: str, expected: str) -> None:
     problems = _problems(f"name: p\nwhen: running < 4.0\naction: {action}\n")
     assert any(re.match(expected, problem) for problem in problems), problems
+
+
+def test_a_spacing_may_be_a_cel_number_of_seconds_that_slows_the_pace_with_online_load() -> None:
+    adaptive = _spec(PACED.replace("250ms", '"0.1 + running / 10.0"'))
+    assert adaptive.action is not None
+    assert adaptive.action.batch is not None
+    assert adaptive.action.batch.start_spacing is not None
+
+    def spacing(signals: dict[str, float], current_s: float = 0.0) -> LaneWidth | None:
+        return lane_width(
+            [adaptive],
+            {("night-batch", "main"): FIRING},
+            TargetView("main", signals, {}),
+            WALL,
+            current=2,
+            ceiling=10,
+            current_spacing_s=current_s,
+        )
+
+    quiet = spacing(QUIET)
+    assert quiet is not None
+    assert (quiet.width, quiet.spacing_s) == (4, 0.4)
+    busier = spacing({**QUIET, "running": 9.0})
+    assert busier is not None
+    assert busier.spacing_s == 1.0
+    # No fresh `running`: the width and the pace in force hold.
+    held = spacing({"ttft_p95_s": 0.2}, current_s=0.7)
+    assert held is not None
+    assert (held.width, held.spacing_s) == (2, 0.7)
+    # A spacing that comes out negative closes the lane.
+    negative = spacing({**QUIET, "running": -5.0})
+    assert negative is not None
+    assert negative.width == 0
+    assert "start_spacing gave" in negative.reason
+
+
+@pytest.mark.parametrize(
+    ("spacing", "expected"),
+    [
+        ('"running > 1.0"', "not true or false"),
+        ('"current / 10.0"', "`current`"),
+        ('"runing / 10.0"', "neither a duration"),
+    ],
+)
+def test_a_cel_spacing_must_be_seconds_over_signals(spacing: str, expected: str) -> None:
+    action = f"{{batch: {{concurrency: 4, start_spacing: {spacing}}}}}"
+    problems = _problems(f"name: p\nwhen: running < 4.0\naction: {action}\n")
+    assert any("action.batch.start_spacing" in p and expected in p for p in problems), problems

@@ -38,3 +38,10 @@ def test_conditions_knob_values_and_lane_widths_are_read_with_a_knob_signals_bas
 
 def test_no_policy_reads_only_what_the_batch_lane_checks() -> None:
     assert signals_read([]) == LANE_READS == {"waiting", "running"}
+
+
+def test_a_lane_pace_over_signals_is_read_too() -> None:
+    paced = BATCH.replace(
+        '- tpot_p95_s)"}', '- tpot_p95_s)", start_spacing: "prompt_tokens_per_s / 1000.0"}'
+    )
+    assert "prompt_tokens_per_s" in signals_read([parse_policy(paced, Path("batch.yaml"))])
