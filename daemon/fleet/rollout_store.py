@@ -127,8 +127,15 @@ class RolloutStore:
         The key is bound to ``lease``: when this governor dies, the key goes with the lease
         and another governor may take it. A governor that holds it already (same lease)
         gets its revision back.
+
+        The key is read first, and the transaction tried only when it is free: every
+        governor asks at every look at a live rollout, and etcd commits a transaction that
+        may write through raft even when its comparison fails (one raft proposal per
+        governor per period, before).
         """
         key = self._keys.rollout_driver(group, policy)
+        if (held := await self._client.get(key)) is not None:
+            return held.create_revision if held.lease == lease else 0
         value = json.dumps({"host": host}).encode()
         result = await self._client.transaction(
             [Compare(key, "CREATE", 0)], [TxnOp.put(key, value, lease=lease)], [TxnOp.get(key)]

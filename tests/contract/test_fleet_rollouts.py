@@ -8,14 +8,18 @@ once its TTL passes.
 from __future__ import annotations
 
 import asyncio
+import functools
+import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
+from daemon.core.clock import SystemClock
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
 from daemon.fleet.member_resume import Attempt
+from daemon.fleet.rollout_driver import RolloutDriver
 from daemon.fleet.rollout_state import (
     MemberReport,
     Phase,
@@ -156,3 +160,56 @@ def test_the_driver_gives_the_key_back_only_while_it_is_its_own(tmp_path: Path) 
 
     with EtcdCluster(tmp_path) as cluster:
         asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5)))
+
+
+def test_a_governor_that_does_not_drive_a_live_rollout_writes_nothing_at_its_looks(
+    tmp_path: Path,
+) -> None:
+    """Every governor looks at every live rollout each period; only its driver may write.
+
+    Before, each look of each other governor tried the driver key with a create-only
+    transaction, and etcd commits every transaction that may write through raft: during a
+    rollout, one raft proposal per governor per period (bench/fleet_load.py: 0.9 per governor
+    per period with 10 governors, 180 a second projected to 1,000).
+    """
+
+    async def scenario(client: EtcdGateway, endpoint: str) -> None:
+        store = RolloutStore(client, KEYS)
+        made = (await store.propose(_proposal("h2/main"))).stored
+        lease = await client.grant(30)
+        driving = await store.take_driver("llama", "kv-thrash", "h1", lease)
+        assert await store.write(made, approve(made.rollout, "ops"), driving) is not None
+
+        other = RolloutDriver(
+            store,
+            host="h3",
+            lease=functools.partial(int, await client.grant(30)),
+            slots_of=lambda _group, _size: 1,
+            clock=SystemClock(),
+            poll_s=5.0,
+            moved=lambda _rollout: None,
+        )
+        before = _proposals_committed(endpoint)
+        for _ in range(5):
+            await other.look()
+        assert _proposals_committed(endpoint) == before
+        assert await store.driver("llama", "kv-thrash") == "h1"
+        # The key, once the driver is gone, it still takes, and says that it resumed.
+        await client.revoke(lease)
+        await other.look()
+        stored = await store.read("llama", "kv-thrash")
+        assert stored is not None
+        assert "driven by h3 (the previous driver is gone)" in stored.rollout.history
+
+    with EtcdCluster(tmp_path) as cluster:
+        endpoint = cluster.endpoints[0]
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5), endpoint))
+
+
+def _proposals_committed(endpoint: str) -> float:
+    """etcd's own count of raft proposals committed (writes), from its /metrics."""
+    with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as answer:
+        for line in answer.read().decode().splitlines():
+            if line.startswith("etcd_server_proposals_committed_total "):
+                return float(line.split()[1])
+    raise AssertionError("etcd's /metrics has no etcd_server_proposals_committed_total")
