@@ -116,6 +116,20 @@ class HostSourceSection(_Section):
     timeout_s: Seconds = 3.0
     stale_after_s: Seconds = 60.0
     disk_paths: tuple[Path, ...] = (Path("/"),)
+    # Directories read as volumes of a byte budget (host_source.py): a log directory's own
+    # share of a file system it shares with other things.
+    dir_budgets: dict[Path, Annotated[int, Field(gt=0)]] = {}
+
+    @model_validator(mode="after")
+    def _one_reading_per_path(self) -> HostSourceSection:
+        both = sorted(str(path) for path in set(self.disk_paths) & set(self.dir_budgets))
+        if both:
+            message = (
+                f"{', '.join(both)} is in both disk_paths and dir_budgets: its signals would "
+                "mean two things; keep one"
+            )
+            raise ValueError(message)
+        return self
 
 
 class PrometheusQuery(_Section):

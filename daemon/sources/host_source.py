@@ -6,6 +6,12 @@ logs) can write no more. Signals: ``host_disk_usage_ratio``, ``host_disk_used_by
 ``host_disk_available_bytes`` and ``host_disk_total_bytes``, labelled ``path``;
 ``host_load1``, ``host_load5``, ``host_load15`` and ``host_cpu_count`` (to normalise the load).
 
+A directory with a byte budget (``dir_budgets``) is read as a volume of the budget's size,
+as a directory quota (an XFS project quota) makes ``df`` show it: used is the size of the
+files under it, total the budget, available what is left of it (never below 0), and the ratio
+used over budget, which passes 1.0 when the directory has outgrown its budget. It is for a log
+directory that shares its file system with other things: its own share, not the volume's.
+
 A path that cannot be read has no series (absent, never zero) and is logged once per change,
 not at every poll; the poll fails only when nothing at all could be read.
 """
@@ -14,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
@@ -74,10 +81,17 @@ class HostSource:
 
     name = "host"
 
-    def __init__(self, interval_s: float, timeout_s: float, disk_paths: tuple[Path, ...]) -> None:
+    def __init__(
+        self,
+        interval_s: float,
+        timeout_s: float,
+        disk_paths: tuple[Path, ...],
+        dir_budgets: Mapping[Path, int] | None = None,
+    ) -> None:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.disk_paths = disk_paths
+        self.dir_budgets = dict(dir_budgets or {})
         # A stuck statvfs (a dead network mount) must not pile up threads.
         self._calls = OneCallAtATime("statvfs")
         self._failing: set[Path] = set()
@@ -106,6 +120,11 @@ class HostSource:
         for path in self.disk_paths:
             try:
                 values.update(_disk_values(path))
+            except OSError as exc:
+                failures[path] = exc.strerror or str(exc)
+        for path, budget in self.dir_budgets.items():
+            try:
+                values.update(_budget_values(path, budget))
             except OSError as exc:
                 failures[path] = exc.strerror or str(exc)
         load_error = None
@@ -146,3 +165,33 @@ def _disk_values(path: Path) -> dict[SeriesKey, float]:
     if used + available > 0:
         values[SeriesKey("host_disk_usage_ratio", labels)] = used / (used + available)
     return values
+
+
+def _budget_values(path: Path, budget: int) -> dict[SeriesKey, float]:
+    used = _tree_bytes(path)
+    labels = labels_of({"path": str(path)})
+    return {
+        SeriesKey("host_disk_used_bytes", labels): float(used),
+        SeriesKey("host_disk_available_bytes", labels): float(max(0, budget - used)),
+        SeriesKey("host_disk_total_bytes", labels): float(budget),
+        SeriesKey("host_disk_usage_ratio", labels): used / budget,
+    }
+
+
+def _tree_bytes(path: Path) -> int:
+    """The size of the regular files under ``path`` (symbolic links not followed).
+
+    Raises:
+        OSError: ``path`` itself cannot be read (a file that vanishes meanwhile is skipped).
+    """
+    total = 0
+    with os.scandir(path) as entries:
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    total += _tree_bytes(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except OSError:
+                continue  # rotated away between the listing and the look
+    return total

@@ -253,7 +253,7 @@ def _polling_sources(config: GovernorConfig) -> list[PlannedSource]:
         gpus = NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None)
         plan.append(PlannedSource(gpus, nvml.stale_after_s, nvml))
     if host.enabled:
-        machine = HostSource(host.interval_s, host.timeout_s, host.disk_paths)
+        machine = HostSource(host.interval_s, host.timeout_s, host.disk_paths, host.dir_budgets)
         plan.append(PlannedSource(machine, host.stale_after_s, host))
     prometheus = config.sources.prometheus
     if prometheus.enabled:

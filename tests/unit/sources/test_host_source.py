@@ -5,8 +5,10 @@ import os
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from daemon.core.errors import SourceError
+from daemon.core.settings import HostSourceSection
 from daemon.sources.host_source import HostSource
 from daemon.sources.polling import PollResult
 
@@ -90,3 +92,31 @@ async def test_the_poll_fails_only_when_nothing_can_be_read(
     async with HostSource(10.0, 2.0, (tmp_path,)) as source:
         disk = _by_name(await source.poll(2.0), tmp_path)
     assert "host_disk_usage_ratio" in disk
+
+
+@pytest.mark.asyncio
+async def test_a_directory_with_a_budget_reads_as_a_volume_of_that_size(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    (logs / "rotated").mkdir(parents=True)
+    (logs / "vllm.log").write_bytes(b"x" * 3_000)
+    (logs / "rotated" / "vllm.log.1").write_bytes(b"x" * 5_000)
+    # A link is not followed: what it points at is not the directory's.
+    (logs / "elsewhere").symlink_to(tmp_path)
+    async with HostSource(10.0, 2.0, (), {logs: 10_000}) as source:
+        before = _by_name(await source.poll(1.0), logs)
+        (logs / "vllm.log").write_bytes(b"x" * 7_000)
+        after = _by_name(await source.poll(2.0), logs)
+    assert before == {
+        "host_disk_used_bytes": 8_000.0,
+        "host_disk_available_bytes": 2_000.0,
+        "host_disk_total_bytes": 10_000.0,
+        "host_disk_usage_ratio": 0.8,
+    }
+    # Outgrown: the ratio passes 1.0 and nothing is left, never a negative amount.
+    assert after["host_disk_usage_ratio"] == pytest.approx(1.2)
+    assert after["host_disk_available_bytes"] == 0.0
+
+
+def test_a_path_is_read_one_way_only() -> None:
+    with pytest.raises(ValidationError, match="in both disk_paths and dir_budgets"):
+        HostSourceSection(disk_paths=(Path("/var/log"),), dir_budgets={Path("/var/log"): 10})
