@@ -30,6 +30,7 @@ from simulator.engine import Engine, Phase
 from simulator.requests import FinishedRequest, Outcome, RejectReason, Request
 from simulator.server.clock import LoopClock
 from simulator.server.metrics import VllmMetrics
+from simulator.server.request_log import request_line
 from simulator.server.tickets import Ticket
 
 MAX_LAG_S = 0.25
@@ -46,10 +47,20 @@ class RealTimeDriver:
         clock: The simulated clock (the engine was created at ``clock.now()``).
         metrics: Where steps and finished requests are recorded; None without metrics
             (``disable-log-stats``).
+        log_requests: Write vLLM's line for each request taken (``--enable-log-requests`` at
+            INFO, :mod:`simulator.server.request_log`).
     """
 
-    def __init__(self, engine: Engine, clock: LoopClock, metrics: VllmMetrics | None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        clock: LoopClock,
+        metrics: VllmMetrics | None,
+        *,
+        log_requests: bool = False,
+    ) -> None:
         self.engine = engine
+        self._log_requests = log_requests
         self.clock = clock
         self._metrics = metrics
         self._wake = asyncio.Event()
@@ -127,6 +138,8 @@ class RealTimeDriver:
             return self._rejections.pop(request_id) or RejectReason.UNAVAILABLE
         self._last_arrival = now
         self._wake.set()
+        if self._log_requests:
+            log.info("%s", request_line(request_id, prompt_tokens, max_tokens))
         return request
 
     # -- lifecycle ---------------------------------------------------------------------

@@ -8,6 +8,7 @@ a test instrument, not a service.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from simulator.arrivals import Arrival
 from simulator.errors import SpecError, SpecIssue
 from simulator.profiles import EngineProfile, load_profile
 from simulator.server.load_replay import load_arrivals
+from simulator.server.request_log import logs_requests
 from simulator.settings import EngineSettings
 from simulator.shipped import DEFAULT_HOST, DEFAULT_PORT
 from simulator.spec_files import load_mapping
@@ -37,6 +39,8 @@ class ServeOptions:
         loading_s: How long the port stays closed at start (default: the profile's restart
             time at these settings).
         summary: Where to append this process's summary line on exit, or None.
+        log_level: The logging level (vLLM's ``VLLM_LOGGING_LEVEL``, read from the
+            environment at start).
     """
 
     config: Path
@@ -48,6 +52,7 @@ class ServeOptions:
     load_origin: float | None = None
     loading_s: float | None = None
     summary: Path | None = None
+    log_level: int = logging.INFO
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +70,7 @@ class ServePlan:
         load_origin: As in :class:`ServeOptions`.
         summary: As in :class:`ServeOptions`.
         given: The options given (file and flags), as vLLM logs them at start.
+        log_level: As in :class:`ServeOptions`.
     """
 
     profile: EngineProfile
@@ -77,6 +83,12 @@ class ServePlan:
     load_origin: float | None
     summary: Path | None = None
     given: dict[str, Any] = field(default_factory=dict)
+    log_level: int = logging.INFO
+
+    @property
+    def log_requests(self) -> bool:
+        """Whether it writes vLLM's line per request (``--enable-log-requests`` at INFO)."""
+        return logs_requests(self.log_level, self.settings.enable_log_requests)
 
 
 def resolve(options: ServeOptions) -> ServePlan:
@@ -113,6 +125,7 @@ def resolve(options: ServeOptions) -> ServePlan:
         load_origin=options.load_origin,
         summary=options.summary,
         given=_given(options.config, host, port),
+        log_level=options.log_level,
     )
 
 

@@ -75,7 +75,7 @@ async def serve(plan: ServePlan, stop: asyncio.Event) -> int:
     if not plan.settings.disable_log_stats:
         metrics = VllmMetrics(engine, clock, created=time.time())
         registry.register(metrics)
-    driver = RealTimeDriver(engine, clock, metrics)
+    driver = RealTimeDriver(engine, clock, metrics, log_requests=plan.log_requests)
     ledger = RunLedger()
     driver.on_finished = ledger.observe
     runner = await _listen(plan, VllmApi(driver, registry, plan.settings.served_model_name))

@@ -10,6 +10,9 @@ supervisord. This stands in for them, for one program only:
   ``stop_timeout_s``), starts it again and answers once the new process has stayed up for
   ``start_s`` (like supervisord's ``startsecs``): a program that exits at once makes the
   request fail, as ``systemctl restart`` fails for a unit that does not start;
+- each start reads the environment file, if it is given (``--env-file``, as systemd's
+  ``EnvironmentFile=``: ``NAME=value`` lines, read afresh at every start, so that a variable
+  a governor changed takes effect with the restart; a missing file adds nothing);
 - a ``status`` request answers the program's pid and how often it was started;
 - SIGTERM or SIGINT stops the program the same way, then the supervisor exits 0.
 
@@ -49,6 +52,7 @@ class Supervisor:
         socket_path: Where to listen for requests.
         stop_timeout_s: How long a stop waits after SIGTERM before SIGKILL.
         start_s: How long a restarted program must stay up for the restart to succeed.
+        env_file: Variables added to the program's environment at each start, or None.
     """
 
     def __init__(
@@ -58,8 +62,10 @@ class Supervisor:
         *,
         stop_timeout_s: float = 30.0,
         start_s: float = 0.5,
+        env_file: Path | None = None,
     ) -> None:
         self._command = list(command)
+        self._env_file = env_file
         self._socket_path = socket_path
         self._stop_timeout_s = stop_timeout_s
         self._start_s = start_s
@@ -127,7 +133,8 @@ class Supervisor:
 
     async def _start(self) -> bool:
         """Start the program; True when it is still up ``start_s`` later."""
-        self._process = await asyncio.create_subprocess_exec(*self._command)
+        env = None if self._env_file is None else {**os.environ, **self._variables()}
+        self._process = await asyncio.create_subprocess_exec(*self._command, env=env)
         self._started_at = time.time()
         self.spawns += 1
         self._changed.set()
@@ -136,6 +143,14 @@ class Supervisor:
             async with asyncio.timeout(self._start_s):
                 await self._process.wait()
         return self._process.returncode is None
+
+    def _variables(self) -> dict[str, str]:
+        assert self._env_file is not None
+        try:
+            text = self._env_file.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        return environment_file_variables(text)
 
     async def _stop(self) -> None:
         process = self._process
@@ -197,6 +212,21 @@ class Supervisor:
             writer.close()
             with contextlib.suppress(ConnectionError):
                 await writer.wait_closed()
+
+
+def environment_file_variables(text: str) -> dict[str, str]:
+    """The variables of an environment file, as systemd reads the simple cases."""
+    variables: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", ";")) or "=" not in line:
+            continue
+        name, _, value = line.removeprefix("export ").partition("=")
+        value = value.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        variables[name.strip()] = value
+    return variables
 
 
 def run_supervisor(supervisor: Supervisor) -> int:

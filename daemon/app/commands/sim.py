@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,8 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         "(/health, /ping, /version, /v1/models, /v1/completions, /metrics). The port stays "
         "closed while the engine 'loads'; SIGTERM drains for the YAML's shutdown-timeout "
         "(default 0: abort in-flight requests), then the process exits 0. Restart the process "
-        "to apply a changed config.",
+        "to apply a changed config. As vLLM, it logs at $VLLM_LOGGING_LEVEL (default INFO) "
+        "and, with the YAML's enable-log-requests at INFO, one line per request it takes.",
     )
     parser.add_argument(
         "--config", type=Path, required=True, help="vLLM --config YAML (vLLM's own format)"
@@ -121,6 +123,7 @@ def serve_main(args: argparse.Namespace) -> int:
     from simulator.errors import SpecError
     from simulator.server.options import ServeOptions, resolve
     from simulator.server.process import run_server
+    from simulator.server.request_log import logging_level
 
     options = ServeOptions(
         config=args.config,
@@ -132,6 +135,8 @@ def serve_main(args: argparse.Namespace) -> int:
         load_origin=args.load_origin,
         loading_s=args.loading_s,
         summary=args.summary,
+        # As vLLM reads VLLM_LOGGING_LEVEL: once, at start.
+        log_level=logging_level(os.environ),
     )
     try:
         plan = resolve(options)
@@ -140,7 +145,7 @@ def serve_main(args: argparse.Namespace) -> int:
             print(issue.render(), file=sys.stderr)
         return EXIT_CONFIG
     logging.basicConfig(
-        level=logging.INFO,
+        level=plan.log_level,
         format="%(asctime)s sim-vllm %(levelname)s %(message)s",
         stream=sys.stderr,
     )

@@ -36,6 +36,12 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         default=0.5,
         help="seconds a restarted program must stay up for the restart to succeed",
     )
+    supervise.add_argument(
+        "--env-file",
+        type=Path,
+        help="NAME=value lines added to the program's environment, read at each start "
+        "(as systemd's EnvironmentFile=)",
+    )
     supervise.add_argument("program", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     supervise.set_defaults(main=supervise_main)
     restart = commands.add_parser(
@@ -66,7 +72,11 @@ def supervise_main(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     supervisor = Supervisor(
-        program, args.socket, stop_timeout_s=args.stop_timeout, start_s=args.start_s
+        program,
+        args.socket,
+        stop_timeout_s=args.stop_timeout,
+        start_s=args.start_s,
+        env_file=args.env_file,
     )
     return run_supervisor(supervisor)
 

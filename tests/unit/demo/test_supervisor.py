@@ -142,6 +142,23 @@ async def test_a_program_deaf_to_sigterm_is_killed_after_the_stop_timeout(short_
     assert not alive(after["pid"])
 
 
+@pytest.mark.asyncio
+async def test_each_start_reads_the_environment_file_afresh(short_tmp: Path) -> None:
+    sock, env_file, seen = short_tmp / "s.sock", short_tmp / "vllm.env", short_tmp / "seen"
+    env_file.write_text("# as systemd reads it\nVLLM_LOGGING_LEVEL=INFO\n")
+    # Appends the level it was started with, then stays up.
+    program = [
+        sys.executable, "-c",
+        f"import os, time; open({str(seen)!r}, 'a').write(os.environ['VLLM_LOGGING_LEVEL'] "
+        "+ ' '); time.sleep(120)",
+    ]  # fmt: skip
+    supervisor = Supervisor(program, sock, stop_timeout_s=5, start_s=0.2, env_file=env_file)
+    async with supervising(supervisor, sock):
+        env_file.write_text('export VLLM_LOGGING_LEVEL="WARNING"\n')
+        assert (await ask(sock, "restart"))["running"]
+    assert seen.read_text().split() == ["INFO", "WARNING"]
+
+
 def test_sim_restart_without_a_supervisor_exits_1_and_says_where(short_tmp: Path) -> None:
     sock = short_tmp / "nothing.sock"
     done = subprocess.run(
