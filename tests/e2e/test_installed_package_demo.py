@@ -10,7 +10,10 @@ its predicted effect, the approved change restarts the server with a drain, the 
 measures the effect against the prediction, and after the shift the run met the SLO for more
 requests than the same workload on the starting settings did without the governor (simulated
 in virtual time after the run), or, on a machine too busy for the real-time server to keep to
-its model, the demo says the comparison is unfair.
+its model, the demo says the comparison is unfair. Then disk pressure: the server's log
+directory passes ``log-disk``'s threshold, its approved change restarts the server at WARNING
+without request lines, and the directory ends inside its budget, which the same server left
+alone would have outgrown.
 """
 
 from __future__ import annotations
@@ -42,14 +45,15 @@ def test_the_demo_ran_from_the_installed_package_to_its_end(installed_demo: Demo
     assert "site-packages" in summary["policies"], summary["policies"]
     assert summary["interrupted"] is False
     assert installed_demo.plot_path.read_bytes().startswith(PNG_MAGIC)
-    # The story's policy runs on the demo's clock, and the demo says so.
+    # The acting policies run on the demo's clock, and the demo says so.
     assert "on the demo's clock: ttft-queue waits 15 s instead of" in installed_demo.output
+    assert "on the demo's clock: log-disk waits 10 s instead of 300 s" in installed_demo.output
     assert_left_nothing(installed_demo.output)
 
 
 def test_the_shift_brings_a_tuned_proposal_with_its_prediction(installed_demo: DemoRun) -> None:
     summary = installed_demo.finish()
-    [proposal] = summary["proposals"]
+    proposal = _proposal(summary, "ttft-queue")
     assert proposal["change"].startswith("ttft-queue on main: ")
     assert "max_num_batched_tokens 256 -> " in proposal["change"]
     assert proposal["answer"] == "approve"
@@ -65,14 +69,14 @@ def test_the_shift_brings_a_tuned_proposal_with_its_prediction(installed_demo: D
 
 def test_the_approved_change_drains_restarts_and_serves_the_pick(installed_demo: DemoRun) -> None:
     summary = installed_demo.finish()
-    [proposal] = summary["proposals"]
+    proposal = _proposal(summary, "ttft-queue")
     picked = re.search(r"max_num_batched_tokens 256 -> (\d+)", proposal["change"])
     assert picked is not None, proposal["change"]
-    [action] = summary["actions"]
-    assert action["policy"] == "ttft-queue"
+    action = _action(summary, "ttft-queue")
     assert action["state"] == "done", action
-    assert summary["restarts"] == 1
-    first, second = summary["processes"]
+    # Two restarts: the tuned change, then the disk act's quieter logs.
+    assert summary["restarts"] == 2
+    first, second, _ = summary["processes"]
     assert {k: first[k] for k in STARTING} == STARTING
     assert second["max_num_batched_tokens"] == int(picked.group(1))
     assert second["from_s"] is not None
@@ -102,33 +106,81 @@ def test_the_measured_effect_is_reported_against_the_prediction(
 
 def test_each_act_is_told_with_and_without_the_governor(installed_demo: DemoRun) -> None:
     summary = installed_demo.finish()
-    before, after = _acts(summary)
+    acts = _acts(summary)
+    before = acts[0]
     counts = summary["requests"]
     judged = counts["arrived"] - counts["in_flight_at_end"]
-    assert before["with_governor"]["arrived"] + after["with_governor"]["arrived"] == judged
-    assert (
-        before["with_governor"]["met_slo"] + after["with_governor"]["met_slo"]
-        == (counts["met_slo"])
-    )
+    assert sum(act["with_governor"]["arrived"] for act in acts) == judged
+    assert sum(act["with_governor"]["met_slo"] for act in acts) == counts["met_slo"]
     # Before the shift the starting settings suffice, with or without the governor.
     assert before["without_governor"]["slo_attainment"] > 0.95
     assert "per act, SLO attainment with the governor" in installed_demo.output
     # After the change the server met the SLO for more of what it completed than before it.
     comparison = summary["after_vs_before"]
     assert comparison["after"] > comparison["before"], comparison
-    # After the shift, the governor's change (restart included) beat leaving the settings
-    # alone, unless the machine was too busy for the real-time server to keep to its model
-    # (load average 18-22 here: 66%, 63% and 36% against 68%), which the demo then says.
-    with_, without = after["with_governor"], after["without_governor"]
+    # From the shift on, the governor's changes (both restarts included) beat leaving the
+    # settings alone, unless the machine was too busy for the real-time server to keep to its
+    # model (load average 18-22 here, before the disk act: 66%, 63% and 36% against 68%),
+    # which the demo then says. Not in the shift's own act alone: the tuned change's restart
+    # costs ~200 arrivals there, and the new setting has ~45 s of it to earn them back (69.5%
+    # and 71.2% against 70.2% in two runs); its gain shows in the third act.
+    with_, without = (_share(acts[1:], key) for key in ("with_governor", "without_governor"))
     if summary["behind_schedule_s"] < BEHIND_WARNING_S:
-        assert with_["slo_attainment"] > without["slo_attainment"], (with_, without)
+        assert with_ > without, (acts[1:], with_, without)
     else:
         assert "warning: the machine was too busy for the simulated server" in (
             installed_demo.output
         )
 
 
+def test_disk_pressure_brings_quieter_logs_and_the_directory_stays_in_budget(
+    installed_demo: DemoRun,
+) -> None:
+    summary = installed_demo.finish()
+    proposal = _proposal(summary, "log-disk")
+    assert "enable_log_requests 1 -> 0" in proposal["change"]
+    assert "log_level 20 -> 30" in proposal["change"]
+    assert proposal["answer"] == "approve"
+    assert proposal["accepted"] is True
+    # After the tuned change: the directory passes 85% in the third act.
+    assert proposal["made_at_s"] > _proposal(summary, "ttft-queue")["made_at_s"]
+    assert _action(summary, "log-disk")["state"] == "done"
+    # The restart kept the tuned setting: the last process serves the pick, at WARNING.
+    second, third = summary["processes"][1:]
+    assert third["from_s"] > second["to_s"] > proposal["at_s"]
+    assert third["max_num_batched_tokens"] == second["max_num_batched_tokens"]
+    logs = summary["logs"]
+    with_, without = logs["with_governor"], logs["without_governor"]
+    # It passed log-disk's threshold, then stopped growing: it ends inside its budget, which
+    # the same server left at INFO with request lines outgrew before the end.
+    assert with_["peak_share"] > 0.85
+    assert with_["end_share"] < 1.0 < without["end_share"]
+    assert without["full_at_s"] is not None
+    assert "disk pressure: the log directory's budget is" in installed_demo.output
+
+
+def _proposal(summary: dict[str, Any], policy: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        p for p in summary["proposals"] if p["change"].startswith(f"{policy} on ")
+    ]
+    [proposal] = found
+    return proposal
+
+
+def _action(summary: dict[str, Any], policy: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [a for a in summary["actions"] if a["policy"] == policy]
+    [action] = found
+    return action
+
+
+def _share(acts: list[dict[str, Any]], key: str) -> float:
+    """The acts' arrivals that met the SLO, together, with or without the governor."""
+    met: int = sum(act[key]["met_slo"] for act in acts)
+    arrived: int = sum(act[key]["arrived"] for act in acts)
+    return met / arrived
+
+
 def _acts(summary: dict[str, Any]) -> list[dict[str, Any]]:
     acts: list[dict[str, Any]] = summary["acts"]
-    assert [act["name"] for act in acts] == ["before the shift", "after the shift"]
+    assert [act["name"] for act in acts] == ["before the shift", "after the shift", "disk pressure"]
     return acts

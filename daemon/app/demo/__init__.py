@@ -1,4 +1,4 @@
-"""``vllm-governor demo``: the governor retuning a simulated vLLM under a burst and long outputs.
+"""``vllm-governor demo``: the governor retuning a simulated vLLM, then quieting its logs.
 
 The pieces, each in its own module:
 
@@ -10,6 +10,8 @@ The pieces, each in its own module:
 - :mod:`~daemon.app.demo.approver`: proposals answered in the terminal, or automatically;
 - :mod:`~daemon.app.demo.view`: the live terminal view, or plain lines without a TTY;
 - :mod:`~daemon.app.demo.summary`: the run's summary from what the simulated server reported;
+- :mod:`~daemon.app.demo.log_volume`: the disk act, the server's log directory against its
+  budget, with the governor and without it;
 - :mod:`~daemon.app.demo.plot`: the PNG of the run;
 - :mod:`~daemon.app.demo.runner`: the whole run, start to stop.
 """

@@ -114,7 +114,8 @@ def supervised_sim_command(paths: Paths, origin: float) -> list[str]:
     )  # fmt: skip
     return cli(
         "sim", "supervise", "--socket", str(paths.supervisor_socket),
-        "--stop-timeout", f"{_SERVER_STOP_TIMEOUT_S:g}", "--", *serve,
+        "--stop-timeout", f"{_SERVER_STOP_TIMEOUT_S:g}", "--env-file", str(paths.env_file),
+        "--", *serve,
     )  # fmt: skip
 
 

@@ -1,4 +1,4 @@
-"""The demo's copy of the policy pack: the story's policy on a clock that fits three minutes.
+"""The demo's copy of the policy pack: the acting policies on a clock that fits three minutes.
 
 The pack's ``ttft-queue`` waits 3 minutes before it acts, replays the last 10 minutes of
 traffic in its what-if and, after an approved change, measures the effect over as long again:
@@ -9,10 +9,17 @@ it starts; every other policy, and everything else about this one (its condition
 server as it really is: the demo's engine profile (:func:`write_demo_profile`), whose restart
 costs the drain and the few seconds of loading of the simulated server, not the minute of a
 real 8B engine, so that the restart the proposal prices is the one the demo then measures.
+
+The disk act's policy, ``log-disk``, waits 5 minutes before it acts; in the demo it waits
+:data:`DEMO_LOG_FOR_S`, and it reads the demo's log directory where the pack reads
+``/var/log`` (the pack says to change that key to where your vLLM logs go, and the demo's go
+to its temporary directory); its threshold, hysteresis, action, risk and cooldown are the
+pack's.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +37,12 @@ DEMO_FOR_S = 15.0
 """How long its condition must hold in the demo (the pack's: 3 minutes)."""
 DEMO_WINDOW_S = 35.0
 """The traffic its what-if replays, and the window its effect is measured over, in the demo."""
+LOG_POLICY = "log-disk"
+"""The disk act's policy: quieter vLLM logs when the log volume fills up."""
+LOG_PATH = "/var/log"
+"""The path the pack's log-disk reads (``host_disk_usage_ratio["/var/log"]``)."""
+DEMO_LOG_FOR_S = 10.0
+"""How long log-disk's condition must hold in the demo (the pack's: 5 minutes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,17 +53,23 @@ class Retimed:
         policy: The policy's name.
         for_s: Its ``for`` in the pack.
         window_s: Its tune ``window`` in the pack; None when it does not tune.
+        demo_for_s: Its ``for`` in the demo.
+        path: The directory it reads instead of the pack's ``/var/log``; None: unchanged.
     """
 
     policy: str
     for_s: float
     window_s: float | None
+    demo_for_s: float = DEMO_FOR_S
+    path: str | None = None
 
     def line(self) -> str:
         """One sentence: what runs on the demo's clock, and what is as shipped."""
-        cut = f"waits {DEMO_FOR_S:g} s instead of {self.for_s:g} s"
+        cut = f"waits {self.demo_for_s:g} s instead of {self.for_s:g} s"
         if self.window_s is not None:
             cut += f" and looks back {DEMO_WINDOW_S:g} s instead of {self.window_s:g} s"
+        if self.path is not None:
+            cut += f" and reads the demo's log directory instead of {LOG_PATH}"
         return (
             f"{self.policy} {cut}, so that its story fits in three minutes; every other "
             "setting of it and every other policy is the pack's"
@@ -59,31 +78,46 @@ class Retimed:
 
 def story_policy(specs: Sequence[PolicySpec]) -> PolicySpec | None:
     """The pack's story policy, when it has one that acts."""
-    return next(
-        (s for s in specs if s.name == STORY_POLICY and s.action is not None and not s.shadow),
-        None,
-    )
+    return _acting(specs, STORY_POLICY)
 
 
-def write_demo_pack(source: Path, into: Path, profile: Path) -> Retimed | None:
-    """Copy the pack's policies from ``source`` into ``into``, the story's policy retimed.
+def write_demo_pack(
+    source: Path, into: Path, profile: Path, log_dir: Path | None = None
+) -> list[Retimed]:
+    """Copy the pack's policies from ``source`` into ``into``, the acting ones retimed.
 
     Only the policies (``*.yaml`` at the top) are copied; the pack's own tests stay behind.
-    ``profile`` is the demo's engine profile, which a tuning story policy simulates. Returns
-    what was changed, or None when the pack has no story policy (it then runs as it is).
+    ``profile`` is the demo's engine profile, which a tuning story policy simulates;
+    ``log_dir`` is the directory log-disk reads in the demo (None: it is copied as it is).
+    Returns what was changed, story policy first; empty when the pack has neither policy
+    (it then runs as it is).
     """
     into.mkdir(parents=True, exist_ok=True)
-    story = story_policy(load_policies([source]).specs)
-    retimed = None
+    specs = load_policies([source]).specs
+    story = story_policy(specs)
+    logs = None if log_dir is None else _acting(specs, LOG_POLICY)
+    retimed: list[Retimed] = []
     for policy in sorted(source.glob("*.yaml")):
         text = policy.read_text(encoding="utf-8")
         document = yaml.safe_load(text)
-        if story is not None and isinstance(document, dict) and document.get("name") == story.name:
+        name = document.get("name") if isinstance(document, dict) else None
+        if story is not None and name == story.name:
             tune = story.action.tune if story.action is not None else None
-            retimed = Retimed(story.name, story.for_s, None if tune is None else tune.window_s)
+            retimed.insert(
+                0, Retimed(story.name, story.for_s, None if tune is None else tune.window_s)
+            )
             text = _retimed(document, profile)
+        elif logs is not None and log_dir is not None and name == logs.name:
+            retimed.append(Retimed(logs.name, logs.for_s, None, DEMO_LOG_FOR_S, str(log_dir)))
+            text = _log_retimed(document, log_dir)
         (into / policy.name).write_text(text, encoding="utf-8")
     return retimed
+
+
+def _acting(specs: Sequence[PolicySpec], name: str) -> PolicySpec | None:
+    return next(
+        (s for s in specs if s.name == name and s.action is not None and not s.shadow), None
+    )
 
 
 def _retimed(document: dict[str, Any], profile: Path) -> str:
@@ -93,6 +127,16 @@ def _retimed(document: dict[str, Any], profile: Path) -> str:
         tune["window"] = f"{DEMO_WINDOW_S:g}s"
         tune["profile"] = str(profile)
     header = "# The demo's copy: `for` and the tune window cut to fit three minutes.\n"
+    return header + yaml.safe_dump(document, sort_keys=False)
+
+
+def _log_retimed(document: dict[str, Any], log_dir: Path) -> str:
+    document["for"] = f"{DEMO_LOG_FOR_S:g}s"
+    key, demo_key = f'["{LOG_PATH}"]', f"[{json.dumps(str(log_dir))}]"
+    for field in ("when", "clear"):
+        if isinstance(document.get(field), str):
+            document[field] = document[field].replace(key, demo_key)
+    header = "# The demo's copy: `for` cut to fit three minutes, the demo's log directory read.\n"
     return header + yaml.safe_dump(document, sort_keys=False)
 
 

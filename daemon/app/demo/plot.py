@@ -1,6 +1,6 @@
 """The PNG of a demo run: load, latency and SLO attainment over time, KV use, the tuned knob.
 
-Six panels over the run's time, sharing the x axis, each with one y axis and its unit:
+Seven panels over the run's time, sharing the x axis, each with one y axis and its unit:
 
 1. the offered load (requests/s);
 2. the requests in the server, running and waiting;
@@ -12,12 +12,15 @@ Six panels over the run's time, sharing the x axis, each with one y axis and its
    act of the workload the share of its arrivals that met the SLO with the governor (this
    run) and without it (the same workload on the starting settings, in virtual time);
 5. KV cache use, with preemptions per second only when there were any;
-6. the ``max-num-batched-tokens`` being served.
+6. the ``max-num-batched-tokens`` being served;
+7. the server's log directory as a share of its budget, measured, and without the governor
+   (the disk act, :mod:`~daemon.app.demo.log_volume`).
 
 Every panel shades the time the server was down for a restart and marks the proposal and the
 answer; the top panel names them (a proposal answered within seconds is one mark) and the
-acts. The title states the outcome: SLO attainment before and after the change, and in the
-last act with and without the governor. matplotlib is imported here
+acts. The title states the outcome: SLO attainment before and after the change, in each act
+with and without the governor, and the log directory's with and without. matplotlib is
+imported here
 only, with the Agg backend: no display is needed.
 """
 
@@ -30,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from daemon.app.demo.first_tokens import WINDOW_S, share_within
+from daemon.app.demo.log_volume import draw_log_panel, log_title
 from daemon.app.demo.narration import clock
 from daemon.app.demo.sampler import Sample
 from daemon.app.demo.scenario import TTFT_SLO_S, TUNED_OPTION
@@ -83,8 +87,8 @@ def figure_of(
     import matplotlib.pyplot as plt  # noqa: PLC0415
 
     times = [s.t for s in samples]
-    figure, axes = plt.subplots(6, 1, sharex=True, figsize=(11, 15), constrained_layout=True)
-    load, queue, ttft, slo, kv, knob = axes
+    figure, axes = plt.subplots(7, 1, sharex=True, figsize=(11, 17), constrained_layout=True)
+    load, queue, ttft, slo, kv, knob, logs = axes
     end = max([summary.get("duration_s", 0.0), *times, 1.0])
 
     load.plot(times, [offered_load(arrival_times, t) for t in times], color="tab:blue")
@@ -108,12 +112,14 @@ def figure_of(
     highest = max((s.knob for s in samples if s.knob is not None), default=64)
     knob.set_ylim(0, highest * 1.3)
     knob.set_ylabel(TUNED_OPTION.replace("max-num-", "max-num-\n"))
-    knob.set_xlabel("time since the workload started (m:ss)")
     knob.set_title(f"{TUNED_OPTION} of the serving process (gaps: down)", fontsize=10)
-    _time_ticks(knob, end)
+
+    draw_log_panel(logs, samples, summary.get("logs"))
+    logs.set_xlabel("time since the workload started (m:ss)")
+    _time_ticks(logs, end)
 
     _mark_events(axes, summary, proposal_times, end)
-    knob.set_xlim(0, end)
+    logs.set_xlim(0, end)
     figure.suptitle(_title(summary), fontsize=11)
     return figure
 
@@ -283,11 +289,14 @@ def event_marks(
         approved = proposal["answer"] == "approve"
         verb = "approved" if approved else "rejected"
         colour = "tab:green" if approved else "tab:red"
+        # The policy that proposed it ("ttft-queue on main: ..."): a run has more than one.
+        policy = str(proposal.get("change") or "").partition(" on ")[0]
+        who = f"{policy}: " if policy else ""
         if made is not None and at - made <= _SAME_MARK * end:
-            marks.append((made, f"proposed and {verb} at {clock(at)}", colour, "--"))
+            marks.append((made, f"{who}proposed and {verb} at {clock(at)}", colour, "--"))
             answered.add(made)
             continue
-        marks.append((at, f"{verb} at {clock(at)}", colour, "-"))
+        marks.append((at, f"{who}{verb} at {clock(at)}", colour, "-"))
     for at in proposal_times:
         if not any(abs(at - made) < 1.0 for made in answered):
             marks.append((at, f"proposed at {clock(at)}", "tab:orange", "--"))
@@ -343,14 +352,15 @@ def _title(summary: dict[str, Any]) -> str:
         head += (
             f"\n(a busy machine: the server fell {behind:.0f} s behind its model, see the summary)"
         )
-    if acts and acts[-1].get("without_governor"):
-        last = acts[-1]
-        head += (
-            f"\n{last['name']}: {_share(last['with_governor']['slo_attainment'])} of its "
-            f"arrivals met the SLO with the governor, "
-            f"{_share(last['without_governor']['slo_attainment'])} without it"
+    told = [act for act in acts if act.get("without_governor")]
+    if told:
+        head += "\nits arrivals that met the SLO, with / without the governor: " + ", ".join(
+            f"{act['name']} {_share(act['with_governor']['slo_attainment'])} / "
+            f"{_share(act['without_governor']['slo_attainment'])}"
+            for act in told
         )
-    return head
+    disk = log_title(summary.get("logs"))
+    return head + (f"\n{disk}" if disk else "")
 
 
 def _share(value: float | None) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from daemon.app.demo.children import DemoError
+from daemon.app.demo.log_volume import LogVolume, plan_volume, write_older_logs
 from daemon.app.demo.pack_timing import Retimed, write_demo_pack, write_demo_profile
 from daemon.app.demo.scenario import (
     LOADING_S,
@@ -19,15 +20,18 @@ from daemon.app.demo.scenario import (
     Paths,
     governor_config,
     scaled_workload,
+    write_env_file,
     write_vllm_yaml,
     write_workload,
 )
 from daemon.core.config_files import load_config
 from daemon.core.errors import ConfigError
+from simulator.arrivals import Arrival
 from simulator.synthetic_workloads import WorkloadSpec
 
 # The verification window at the default duration; it scales with --duration, from 10 s.
-VERIFY_WINDOW_S = 30.0
+# 15 s: the disk act's change, the run's second restart, is verified before the run ends.
+VERIFY_WINDOW_S = 15.0
 DEFAULT_DURATION_S = 180.0
 
 
@@ -39,13 +43,17 @@ class Prepared:
         spec: The workload, scaled to the duration.
         arrival_times: Its arrivals' times (seconds from its time 0), sorted.
         sim_port: The port the simulated server listens on.
-        retimed: What the demo's copy of the pack changed of the story's policy, if any.
+        retimed: What the demo's copy of the pack changed of its acting policies.
+        arrivals: The workload's arrivals, sorted.
+        log_volume: The log directory's budget and older logs (the disk act).
     """
 
     spec: WorkloadSpec
     arrival_times: list[float]
     sim_port: int
-    retimed: Retimed | None
+    retimed: list[Retimed]
+    arrivals: list[Arrival]
+    log_volume: LogVolume
 
 
 def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
@@ -58,14 +66,18 @@ def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
     arrivals = write_workload(spec, paths.workload)
     sim_port, metrics_port = free_port(), free_port()
     write_vllm_yaml(paths.vllm_yaml, sim_port)
+    write_env_file(paths.env_file)
+    volume = plan_volume(arrivals, duration_s)
+    write_older_logs(paths.log_dir, volume)
     write_demo_profile(PROFILE, paths.profile, restart_s=SHUTDOWN_TIMEOUT_S + LOADING_S)
-    retimed = write_demo_pack(policies, paths.pack, paths.profile)
+    retimed = write_demo_pack(policies, paths.pack, paths.profile, paths.log_dir)
     text = governor_config(
         paths,
         policies=paths.pack,
         sim_port=sim_port,
         metrics_port=metrics_port,
         verify_window_s=max(10.0, VERIFY_WINDOW_S * duration_s / DEFAULT_DURATION_S),
+        log_budget_bytes=volume.budget_bytes,
     )
     paths.config.write_text(text, encoding="utf-8")
     try:
@@ -74,7 +86,8 @@ def prepare(paths: Paths, duration_s: float, policies: Path) -> Prepared:
         problems = "; ".join(issue.render() for issue in exc.issues)
         message = f"the demo's generated config is invalid: {problems}"
         raise DemoError(message) from exc
-    return Prepared(spec, [arrival.arrived_at for arrival in arrivals], sim_port, retimed)
+    times = [arrival.arrived_at for arrival in arrivals]
+    return Prepared(spec, times, sim_port, retimed, arrivals, volume)
 
 
 def free_port() -> int:

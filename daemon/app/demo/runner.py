@@ -31,9 +31,10 @@ from daemon.app.demo.children import (
     wait_ready_notification,
 )
 from daemon.app.demo.keys import KeyAsker, TerminalKeys
+from daemon.app.demo.log_volume import LogVolume, directory_bytes, log_act
 from daemon.app.demo.plot import draw
 from daemon.app.demo.preparation import prepare
-from daemon.app.demo.sampler import Sampler
+from daemon.app.demo.sampler import Observed, Sampler
 from daemon.app.demo.scenario import (
     PROFILE,
     START_MARGIN_S,
@@ -44,6 +45,7 @@ from daemon.app.demo.scenario import (
 from daemon.app.demo.summary import render, request_counts, summarise
 from daemon.app.demo.view import LiveView, PlainView, View
 from daemon.app.demo.watch import Watch
+from simulator.arrivals import Arrival
 from simulator.synthetic_workloads import WorkloadSpec
 
 
@@ -74,12 +76,19 @@ def run(options: Options, scratch: Path, say: Any) -> int:
     spec, arrival_times, sim_port = prepared.spec, prepared.arrival_times, prepared.sim_port
     origin = time.time() + START_MARGIN_S
     say(f"files, sockets and logs in {scratch}; the default pack from {options.policies}")
-    if prepared.retimed is not None:
-        say(f"on the demo's clock: {prepared.retimed.line()}")
+    for retimed in prepared.retimed:
+        say(f"on the demo's clock: {retimed.line()}")
+    volume = prepared.log_volume
+    say(
+        f"the server's log directory holds {volume.older_bytes / 1e6:.1f} MB of older logs, "
+        f"{100 * volume.older_bytes / volume.budget_bytes:.1f}% of its "
+        f"{volume.budget_bytes / 1e6:.1f} MB budget, and the server logs every request"
+    )
     children = Children()
     previous = signal.signal(signal.SIGTERM, _interrupt)
     interrupted = False
-    sampler = Sampler(paths.control_socket, f"http://127.0.0.1:{sim_port}", paths.vllm_yaml, origin)
+    sim_url = f"http://127.0.0.1:{sim_port}"
+    sampler = Sampler(paths.control_socket, sim_url, paths.vllm_yaml, origin, paths.log_dir)
     view: View = LiveView() if options.live else PlainView()
     keys = TerminalKeys() if options.approve == "terminal" else None
     asker = None if keys is None else KeyAsker(keys)
@@ -141,6 +150,7 @@ def run(options: Options, scratch: Path, say: Any) -> int:
         context=context,
         say=say,
         spec=spec,
+        logs=(prepared.arrivals, volume),
     )
     return 130 if interrupted else 0
 
@@ -182,6 +192,7 @@ def _finish(
     context: dict[str, Any],
     say: Any,
     spec: WorkloadSpec,
+    logs: tuple[list[Arrival], LogVolume],
 ) -> None:
     lines = _summary_lines(paths.sim_summary)
     observed = sampler.observed
@@ -215,6 +226,7 @@ def _finish(
         context=context,
         realised=observed.realised,
         acts=[] if static is None else acts(spec.phases, governed, static),
+        logs=None if static is None else _log_act(paths, observed, origin, ended_at, logs),
     )
     say("summary (counted by the simulated server itself):")
     for line in render(summary):
@@ -232,6 +244,23 @@ def _finish(
             t for t in times if t is not None
         ])  # fmt: skip
         say(f"plot written to {options.plot_path}")
+
+
+def _log_act(
+    paths: Paths,
+    observed: Observed,
+    origin: float,
+    ended_at: float,
+    logs: tuple[list[Arrival], LogVolume],
+) -> dict[str, Any]:
+    """The disk act: the log directory as sampled, and once more now that the server stopped."""
+    with observed.lock:
+        measured = [(s.t, s.log_bytes) for s in observed.samples if s.log_bytes is not None]
+    final = directory_bytes(paths.log_dir)
+    if final is not None:
+        measured.append((time.time() - origin, final))
+    arrivals, volume = logs
+    return log_act(volume, arrivals, measured, ended_at - origin)
 
 
 def _summary_lines(path: Path) -> list[dict[str, Any]]:

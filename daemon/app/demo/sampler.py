@@ -2,7 +2,8 @@
 
 Everything comes from where an operator would look: the governor's control socket
 (``status``: its state, the journal of changes; ``signals``: what it sees of the server;
-``proposals``) and the server's ``/metrics`` for the serving process's start time, which
+``proposals``), the server's log directory for its size (the disk act), and the server's
+``/metrics`` for the serving process's start time, which
 tells a restart (the value of the tuned option it serves with, ``max-num-batched-tokens``,
 is then read from the YAML it started on), and its TTFT histogram (the first tokens within
 the SLO, :mod:`~daemon.app.demo.first_tokens`). A value that is stale or not there is None, never
@@ -23,6 +24,7 @@ from typing import Any
 
 from daemon.app.control_client import call_daemon
 from daemon.app.demo.first_tokens import FirstTokens, read_first_tokens
+from daemon.app.demo.log_volume import directory_bytes
 from daemon.app.demo.scenario import INSTANCE, TTFT_SLO_S, TUNED_OPTION
 from daemon.core.errors import ControlError
 
@@ -42,6 +44,7 @@ class Sample:
         values: The server's signals as the daemon sees them (None: stale or no data).
         knob: The tuned option's value in the serving process, or None while none serves.
         first_tokens: The serving process's first tokens so far (None while none serves).
+        log_bytes: The size of the server's log directory (None: not read).
     """
 
     t: float
@@ -49,6 +52,7 @@ class Sample:
     values: dict[str, float | None]
     knob: int | None
     first_tokens: FirstTokens | None = None
+    log_bytes: int | None = None
 
 
 @dataclass
@@ -100,10 +104,19 @@ class Sampler(threading.Thread):
         sim_url: The server's base URL.
         vllm_yaml: The YAML the governor edits.
         origin: Unix time of the workload's time 0.
+        log_dir: The server's log directory, whose size is sampled too (the disk act).
     """
 
-    def __init__(self, control_socket: Path, sim_url: str, vllm_yaml: Path, origin: float):
+    def __init__(
+        self,
+        control_socket: Path,
+        sim_url: str,
+        vllm_yaml: Path,
+        origin: float,
+        log_dir: Path | None = None,
+    ):
         super().__init__(name="demo sampler", daemon=True)
+        self._log_dir = log_dir
         self.observed = Observed()
         self._socket = control_socket
         self._metrics_url = sim_url + "/metrics"
@@ -143,7 +156,9 @@ class Sampler(threading.Thread):
         except ControlError as exc:
             error = str(exc)
         knob, first_tokens = self._serving()
-        sample = Sample(time.time() - self._origin, state, values, knob, first_tokens)
+        log_bytes = None if self._log_dir is None else directory_bytes(self._log_dir)
+        t = time.time() - self._origin
+        sample = Sample(t, state, values, knob, first_tokens, log_bytes)
         observed = self.observed
         with observed.lock:
             observed.samples.append(sample)

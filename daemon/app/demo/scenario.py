@@ -8,9 +8,12 @@ with nothing preempted and TPOT far inside its SLO, and the pack's ``ttft-queue`
 what-if, which proposes a larger budget with the effect it predicts; once approved, the
 governor writes the YAML, restarts the server through the demo's stand-in for systemd (``sim
 supervise``; the server drains what it holds for up to ``shutdown-timeout``), waits for it,
-verifies the change and measures its effect against the prediction. The story's policy runs on
-the demo's clock (:mod:`~daemon.app.demo.pack_timing`). A longer ``--duration`` scales the
-workload's times; a duration too short for the story is refused (:func:`minimum_duration_s`).
+verifies the change and measures its effect against the prediction. Then the server's log
+directory, filled by its request lines, passes the pack's ``log-disk`` threshold, and the
+approved change restarts it at WARNING without them (:mod:`~daemon.app.demo.log_volume`).
+The acting policies run on the demo's clock (:mod:`~daemon.app.demo.pack_timing`). A longer
+``--duration`` scales the workload's times; a duration too short for the story is refused
+(:func:`minimum_duration_s`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ TUNED_KNOB = "max_num_batched_tokens"
 # A small step budget, as set to keep TPOT low: decode tokens share it, so too few prompt
 # tokens are prefilled per step once the workload doubles to 13 requests/s.
 STARTING_MAX_NUM_BATCHED_TOKENS = 256
+# vLLM's default logging level; log-disk raises it to WARNING.
+STARTING_LOG_LEVEL = "INFO"
+# How often the governor reads the log directory (the pack's default is every 10 s).
+HOST_INTERVAL_S = 2.0
 # The workload's time 0 is this long after the demo starts: both children are up by then.
 START_MARGIN_S = 10.0
 # The project's default SLO per request (what kv-thrash and the summary judge by): TTFT <= 2 s,
@@ -114,9 +121,19 @@ class Paths:
         return self.scratch / "sim-summary.jsonl"
 
     @property
+    def env_file(self) -> Path:
+        """The server's environment file (``VLLM_LOGGING_LEVEL``), read at each start."""
+        return self.scratch / "vllm.env"
+
+    @property
+    def log_dir(self) -> Path:
+        """The server's log directory, read against its budget (the disk act)."""
+        return self.scratch / "logs"
+
+    @property
     def sim_log(self) -> Path:
-        """The output of ``sim supervise`` and its server."""
-        return self.scratch / "sim.log"
+        """The output of ``sim supervise`` and its server, in the log directory."""
+        return self.log_dir / "vllm.log"
 
     @property
     def daemon_log(self) -> Path:
@@ -206,14 +223,28 @@ def write_workload(spec: WorkloadSpec, path: Path) -> list[Arrival]:
 
 
 def write_vllm_yaml(path: Path, port: int) -> None:
-    """The starting vLLM config: a step budget too small for the workload's prefills."""
+    """The starting vLLM config: a step budget too small for the workload's prefills.
+
+    Requests are logged (``enable-log-requests``), as many deployments do for auditing:
+    that is what fills the log directory in the disk act.
+    """
     path.write_text(
-        "# vLLM --config of the demo's simulated server; the governor edits max-num-seqs.\n"
+        "# vLLM --config of the demo's simulated server; the governor edits it.\n"
         "served-model-name: meta-llama/Llama-3.1-8B-Instruct\n"
         f"port: {port}\n"
         f"shutdown-timeout: {SHUTDOWN_TIMEOUT_S}\n"
+        "enable-log-requests: true\n"
         f"max-num-seqs: {STARTING_MAX_NUM_SEQS}\n"
         f"{TUNED_OPTION}: {STARTING_MAX_NUM_BATCHED_TOKENS}\n",
+        encoding="utf-8",
+    )
+
+
+def write_env_file(path: Path) -> None:
+    """The server's environment file: vLLM's default level, spelled out for the governor."""
+    path.write_text(
+        "# The demo's vLLM environment (systemd's EnvironmentFile=); the governor edits it.\n"
+        f"VLLM_LOGGING_LEVEL={STARTING_LOG_LEVEL}\n",
         encoding="utf-8",
     )
 
@@ -238,6 +269,7 @@ def governor_config(
     sim_port: int,
     metrics_port: int,
     verify_window_s: float,
+    log_budget_bytes: int,
 ) -> str:
     """config.toml: one actuated instance, its envelope, the approver, short windows."""
     approver = json.dumps(local_approver())
@@ -268,13 +300,18 @@ users = [{approver}]
 two_person = false
 [sources.nvml]
 enabled = false
+# The server's log directory, read against its budget (the disk act); no file system's usage.
 [sources.host]
-enabled = false
+interval_s = {HOST_INTERVAL_S:g}
+disk_paths = []
+[sources.host.dir_budgets]
+{json.dumps(str(paths.log_dir))} = {log_budget_bytes}
 [[vllm]]
 name = "{INSTANCE}"
 url = "http://127.0.0.1:{sim_port}"
 scrape_interval_s = 1.0
 config_path = {json.dumps(str(paths.vllm_yaml))}
+env_file = {json.dumps(str(paths.env_file))}
 restart_command = {restart}
 restart_timeout_s = 60.0
 ready_timeout_s = 60.0
@@ -290,6 +327,19 @@ hourly_budget = 4
 min = 256
 max = 1024
 max_step = 256
+min_dwell_s = 0
+hourly_budget = 4
+# log-disk's knobs: any level, request logging on or off.
+[vllm.knobs.log_level]
+min = 10
+max = 40
+max_step = 30
+min_dwell_s = 0
+hourly_budget = 4
+[vllm.knobs.enable_log_requests]
+min = 0
+max = 1
+max_step = 1
 min_dwell_s = 0
 hourly_budget = 4
 """

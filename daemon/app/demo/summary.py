@@ -27,6 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from daemon.app.demo.approver import Answer, describe
+from daemon.app.demo.log_volume import log_lines
 from daemon.app.demo.narration import clock
 
 BEHIND_WARNING_S = 1.0
@@ -102,24 +103,32 @@ def processes(
 
 
 def after_vs_before(spans: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
-    """The last serving process against the first; None without a restart.
+    """The last serving process against the one that served before its settings; or None.
 
-    Both served the same workload, one after the other: the first with the starting settings,
-    the last with what the governor changed. Each is judged on the requests it completed
-    (the share that met the SLO), so that the restart's own cost, the requests refused while
-    the first drained (or aborted by it), counts in neither and stays in the run's totals.
-    This is the demo's before/after, as the server itself counted it; a run with
-    ``--approve deny`` has one process and no comparison.
+    Both served the same workload, one after the other: the earlier with the settings the
+    governor then changed (``max-num-seqs``, ``max-num-batched-tokens``), the last with what
+    it changed them to. A restart that left them as they were (the disk act's quieter logs)
+    is not a before/after of the tuning, so the earlier is the latest process whose settings
+    differ from the last's. Each is judged on the requests it completed (the share that met
+    the SLO), so that the restart's own cost, the requests refused while the earlier drained
+    (or aborted by it), counts in neither and stays in the run's totals. This is the demo's
+    before/after, as the server itself counted it; a run with ``--approve deny`` has one
+    process and no comparison.
     """
     served = [span for span in spans if span["from_s"] is not None]
     if len(served) < 2:
         return None
-    first, last = served[0], served[-1]
+    last = served[-1]
+    settings = ("max_num_seqs", "max_num_batched_tokens")
+    before = [span for span in served if any(span[key] != last[key] for key in settings)]
+    if not before:
+        return None
+    first = before[-1]
     return {
         "before": first["completed_met_share"],
         "after": last["completed_met_share"],
-        "before_settings": {key: first[key] for key in ("max_num_seqs", "max_num_batched_tokens")},
-        "after_settings": {key: last[key] for key in ("max_num_seqs", "max_num_batched_tokens")},
+        "before_settings": {key: first[key] for key in settings},
+        "after_settings": {key: last[key] for key in settings},
     }
 
 
@@ -168,6 +177,7 @@ def summarise(
     context: dict[str, Any],
     realised: Sequence[dict[str, Any]] = (),
     acts: Sequence[dict[str, Any]] = (),
+    logs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The summary (``--json``): requests, SLO attainment, goodput, restarts, actions.
 
@@ -183,6 +193,8 @@ def summarise(
         realised: The ``realised`` decisions of tuned changes (measured against the
             prediction), oldest first.
         acts: Each act with the governor and without it (:mod:`~daemon.app.demo.acts`).
+        logs: The disk act: the log directory with the governor and without it
+            (:mod:`~daemon.app.demo.log_volume`), or None.
     """
     counts = request_counts(lines, ended_at)
     spans = processes(lines, origin, counts["in_flight_at_end"])
@@ -220,6 +232,7 @@ def summarise(
         ],
         "realised": [_realised(decision) for decision in realised],
         "acts": list(acts),
+        "logs": logs,
         "actions": [
             {
                 key: action.get(key)
@@ -269,6 +282,7 @@ def render(summary: dict[str, Any]) -> list[str]:
         lines.append("  the governor proposed and changed nothing")
     lines.extend(_prediction_lines(summary))
     lines.extend(act_lines(summary.get("acts", [])))
+    lines.extend(log_lines(summary.get("logs")))
     lines.extend(busy_lines(summary))
     return lines
 

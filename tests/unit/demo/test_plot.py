@@ -60,7 +60,7 @@ def titled(figure: Any, words: str) -> Any:
 def test_every_panel_has_one_y_axis_and_no_preemptions_axis_around_a_flat_zero(
     figure: Any,
 ) -> None:
-    assert len(figure.axes) == 6  # no twin axes
+    assert len(figure.axes) == 7  # no twin axes
     kv = titled(figure, "KV cache use")
     assert "no preemptions" in kv.get_title()
     assert kv.get_ylim() == (0, 105)
@@ -69,7 +69,7 @@ def test_every_panel_has_one_y_axis_and_no_preemptions_axis_around_a_flat_zero(
 def test_a_second_axis_appears_only_with_preemptions_and_says_which_line_is_on_it() -> None:
     figure = figure_of(samples(preemptions=0.5), [], SUMMARY, [216.0])
     try:
-        assert len(figure.axes) == 7
+        assert len(figure.axes) == 8
         twin = figure.axes[-1]
         assert twin.get_ylim()[0] == 0
         assert twin.get_legend_handles_labels()[1] == ["preemptions/s (right axis)"]
@@ -108,10 +108,15 @@ def test_a_proposal_answered_at_once_is_one_mark() -> None:
         "proposed at 3:36",
         "rejected at 4:50",
     ]
+    # Each names the policy that proposed it.
+    named = [{**later[0], "change": "log-disk on main: log_level 20 -> 30"}]
+    assert [text for _, text, _, _ in event_marks(named, [216.0], end=420.0)][1] == (
+        "log-disk: rejected at 4:50"
+    )
 
 
 def test_time_reads_as_minutes_and_seconds(figure: Any) -> None:
-    bottom = figure.axes[5]
+    bottom = figure.axes[6]
     low, high = bottom.get_xlim()
     shown = [
         label.get_text()
@@ -119,3 +124,48 @@ def test_time_reads_as_minutes_and_seconds(figure: Any) -> None:
         if low <= tick <= high
     ]
     assert shown == ["0:00", "1:00", "2:00", "3:00", "4:00", "5:00", "6:00", "7:00"]
+
+
+def test_the_log_panel_sets_the_directory_beside_the_run_without_the_governor() -> None:
+    acts = [
+        {"name": name, "from_s": start, "to_s": end,
+         "with_governor": {"slo_attainment": with_}, "without_governor": {"slo_attainment": w}}
+        for name, start, end, with_, w in (
+            ("before the shift", 0, 30, 0.98, 1.0), ("after the shift", 30, 300, 0.75, 0.7),
+            ("disk pressure", 300, 420, 0.79, 0.64),
+        )
+    ]  # fmt: skip
+    logs = {
+        "budget_bytes": 1000, "older_bytes": 400, "end_s": 420.0,
+        "with_governor": {"end_bytes": 870, "end_share": 0.87, "peak_share": 0.87},
+        "without_governor": {"end_bytes": 1200, "end_share": 1.2, "full_at_s": 300.0,
+                             "curve": [[0, 400], [210, 800], [420, 1200]]},
+    }  # fmt: skip
+    with_logs = [
+        Sample(s.t, s.state, s.values, s.knob, s.first_tokens, 400 + min(470, int(s.t * 2)))
+        for s in samples()
+    ]
+    figure = figure_of(with_logs, [], {**SUMMARY, "logs": logs, "acts": acts}, [216.0])
+    try:
+        panel = titled(figure, "log directory against its budget")
+        lines = {line.get_label(): line for line in panel.get_lines()}
+        measured = lines["with the governor (measured)"].get_ydata()
+        assert measured[0] == pytest.approx(40.0)
+        assert max(measured) == pytest.approx(87.0)
+        without = lines["without it (the workload's request lines)"]
+        assert list(without.get_ydata()) == [40.0, 80.0, 120.0]
+        assert without.get_linestyle() == "--"
+        # The budget and log-disk's threshold are drawn.
+        assert {100.0, 85.0} <= {line.get_ydata()[0] for line in panel.get_lines()}
+        title = figure._suptitle.get_text()
+        assert (
+            "disk: the log directory ended at 87% of its budget with the governor; "
+            "without it 120%, over its budget from 5:00" in title
+        )
+        # Every act with and without the governor, not only the last.
+        assert (
+            "with / without the governor: before the shift 98.0% / 100.0%, after the "
+            "shift 75.0% / 70.0%, disk pressure 79.0% / 64.0%" in title
+        )
+    finally:
+        plt.close(figure)

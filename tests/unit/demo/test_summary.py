@@ -150,6 +150,32 @@ def test_after_vs_before_compares_the_last_serving_process_with_the_first() -> N
     assert "met the SLO for 89.7% of the requests it completed, against 72.7% before" in text
 
 
+def test_a_restart_that_kept_the_settings_is_not_the_before() -> None:
+    # The disk act restarts the server on the same settings (quieter logs), then the tuned
+    # change restarts it on new ones: the before/after is the tuned change's.
+    three = [
+        line(ready_at=998.0, stopped_at=1020.0, completed=100, met=100, first=0, next_=100),
+        line(ready_at=1025.0, stopped_at=1100.0, completed=200, met=120, first=110,
+             next_=320),
+        line(ready_at=1106.0, stopped_at=1200.0, seqs=36, completed=78, met=70, first=330,
+             next_=420),
+    ]  # fmt: skip
+    summary = summarise(
+        three, origin=ORIGIN, ended_at=1200.0, answers=[], actions=[], final_states={}, context={}
+    )
+    comparison = summary["after_vs_before"]
+    assert comparison["before"] == pytest.approx(120 / 200)
+    assert comparison["after"] == pytest.approx(70 / 78)
+    same = [
+        line(ready_at=998.0, stopped_at=1020.0, completed=10, met=9, first=0, next_=10),
+        line(ready_at=1025.0, stopped_at=1200.0, completed=10, met=9, first=12, next_=22),
+    ]
+    alone = summarise(
+        same, origin=ORIGIN, ended_at=1200.0, answers=[], actions=[], final_states={}, context={}
+    )
+    assert alone["after_vs_before"] is None
+
+
 def test_without_a_restart_there_is_no_before_and_after() -> None:
     alone = [line(ready_at=998.0, stopped_at=1200.0, completed=10, met=9, first=0, next_=10)]
     summary = summarise(
