@@ -128,13 +128,17 @@ class RolloutMember:
             mine = [member for member in rollout.members if member in own]
             if rollout.phase.finished or not mine:
                 continue
-            reports = {
-                r.member: r for r in await self._store.reports(rollout.group, rollout.policy)
-            }
-            for member in mine:
-                duty = rollout.duty(member)
+            duties = {m: duty for m in mine if (duty := rollout.duty(m)) is not None}
+            # The reports only when something is asked of this governor (most looks at a
+            # live rollout ask nothing of it: one range fewer per period while it waits).
+            reports = (
+                {r.member: r for r in await self._store.reports(rollout.group, rollout.policy)}
+                if duties
+                else {}
+            )
+            for member, duty in duties.items():
                 answered = reports.get(member)
-                if duty is None or (answered is not None and answered.asked is duty):
+                if answered is not None and answered.asked is duty:
                     continue
                 report = await self._answer(rollout, member, own[member], duty, answered)
                 if report is not None:

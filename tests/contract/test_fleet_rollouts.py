@@ -10,16 +10,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import urllib.request
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from daemon.core.clock import SystemClock
+from daemon.fleet.canary_analysis import ServerCounts
 from daemon.fleet.etcd_gateway import EtcdGateway
 from daemon.fleet.keys import FleetKeys
-from daemon.fleet.member_resume import Attempt
+from daemon.fleet.member_resume import Attempt, Standing
 from daemon.fleet.rollout_driver import RolloutDriver
+from daemon.fleet.rollout_member import MemberOutcome, RolloutMember
 from daemon.fleet.rollout_state import (
     MemberReport,
     Phase,
@@ -206,10 +209,68 @@ def test_a_governor_that_does_not_drive_a_live_rollout_writes_nothing_at_its_loo
         asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5), endpoint))
 
 
+def test_a_member_asked_nothing_by_a_live_rollout_reads_the_rollouts_alone(
+    tmp_path: Path,
+) -> None:
+    """A member of a rollout in its analysis (asked nothing) reads one range per look.
+
+    Before, it read the rollout's reports at every look too: two ranges per period for every
+    governor of the group while the canary's window ran.
+    """
+
+    async def scenario(client: EtcdGateway, endpoint: str) -> None:
+        store = RolloutStore(client, KEYS)
+        made = (await store.propose(_proposal("h2/main"))).stored
+        driving = await store.take_driver("llama", "kv-thrash", "h1", await client.grant(30))
+        canary = MemberReport("h2/main", Step.APPLY, ok=True, detail="done")
+        analysing = fold_report(approve(made.rollout, "ops"), canary, datetime.now(UTC).isoformat())
+        assert await store.write(made, analysing, driving) is not None
+        member = RolloutMember(
+            store,
+            host="h3",
+            instances=lambda: ["main"],
+            actions=NoActions(),
+            clock=SystemClock(),
+            poll_s=5.0,
+        )
+        before = _metric(endpoint, 'grpc_server_started_total{grpc_method="Range"')
+        for _ in range(5):
+            await member.look()
+        assert _metric(endpoint, 'grpc_server_started_total{grpc_method="Range"') == before + 5
+
+    with EtcdCluster(tmp_path) as cluster:
+        endpoint = cluster.endpoints[0]
+        asyncio.run(scenario(EtcdGateway(cluster.endpoints, timeout_s=5), endpoint))
+
+
+class NoActions:
+    """A member's actions that a look asking nothing never uses."""
+
+    async def change(
+        self, instance: str, policy: str, values: Mapping[str, float], reason: str
+    ) -> MemberOutcome:
+        raise AssertionError("nothing was asked")
+
+    async def counts(
+        self, instance: str, since: datetime, until: datetime, ttft_slo_s: float
+    ) -> ServerCounts | None:
+        raise AssertionError("the window has not passed")
+
+    def standing(self, instance: str, policy: str, since: datetime | None) -> Standing:
+        raise AssertionError("nothing was asked")
+
+
 def _proposals_committed(endpoint: str) -> float:
     """etcd's own count of raft proposals committed (writes), from its /metrics."""
+    return _metric(endpoint, "etcd_server_proposals_committed_total")
+
+
+def _metric(endpoint: str, sample: str) -> float:
+    """One sample of etcd's /metrics (its name and the start of its labels), summed."""
+    total, found = 0.0, False
     with urllib.request.urlopen(f"{endpoint}/metrics", timeout=10) as answer:
         for line in answer.read().decode().splitlines():
-            if line.startswith("etcd_server_proposals_committed_total "):
-                return float(line.split()[1])
-    raise AssertionError("etcd's /metrics has no etcd_server_proposals_committed_total")
+            if line.startswith((f"{sample} ", f"{sample},", f"{sample}}}")):
+                total, found = total + float(line.split()[-1]), True
+    assert found, f"etcd's /metrics has no {sample}"
+    return total
