@@ -3,8 +3,9 @@
 *With* is the run itself: each server process writes, per second of its own clock (which
 starts when it becomes ready), how many requests arrived and how many met the SLO
 (``by_arrival_second`` in ``sim serve --summary``'s line), so a request falls into the act of
-its arrival; the arrivals that fell while no process served are in the act of their due time
-and count as missed, the requests the end cut off are not judged (as in the run's totals).
+its second of arrival, in both counts; the arrivals that fell while no process served are in
+the act of their due time and count as missed, the requests the end cut off are not judged
+(as in the run's totals).
 *Without* is the same workload, the same seed, on the same engine profile with the starting
 settings and nobody changing them, simulated in virtual time after the run
 (:func:`daemon.app.simulation.runs.execute`, the machinery of ``vllm-governor simulate``):
@@ -48,21 +49,36 @@ def with_governor(
 ) -> list[dict[str, Any]]:
     """Per phase: the arrivals due in it (of the ``arrived`` first) and those that met the SLO.
 
-    The last phase's judged arrivals leave out what the end cut off, as the run's totals do.
+    A request a process dealt with counts, arrived and met alike, in the phase of its second
+    of arrival as the process counted it (``by_arrival_second``), so that an act never counts
+    a request as met that it does not count as arrived (a second that straddles two acts goes
+    to the act of its middle); an arrival no process dealt with (it fell while the server was
+    down) counts in the phase of its due time. The last phase's judged arrivals leave out what
+    the end cut off, as the run's totals do.
     """
     starts = [phase.start_s for phase in phases]
+
+    def phase_of(t: float) -> int:
+        return max(0, bisect.bisect_right(starts, t) - 1)
+
     met = [0] * len(phases)
+    due = [0] * len(phases)
+    dealt_with: set[int] = set()
     for line in lines:
+        load = line.get("load")
+        if load:
+            dealt_with.update(range(load["first"], load["next"]))
         ready_at = line.get("ready_at")
         if ready_at is None:
             continue
-        for second, _, good in line.get("by_arrival_second", []):
+        for second, requests, good in line.get("by_arrival_second", []):
             # The middle of the second, in the workload's time.
-            index = bisect.bisect_right(starts, ready_at + second + 0.5 - origin) - 1
-            met[max(0, index)] += good
-    due = [0] * len(phases)
-    for at in arrival_times[:arrived]:
-        due[max(0, bisect.bisect_right(starts, at) - 1)] += 1
+            index = phase_of(ready_at + second + 0.5 - origin)
+            due[index] += requests
+            met[index] += good
+    for number, at in enumerate(arrival_times[:arrived]):
+        if number not in dealt_with:
+            due[phase_of(at)] += 1
     if due:
         due[-1] -= in_flight_at_end
     return [{"arrived": n, "met_slo": good} for n, good in zip(due, met, strict=True)]

@@ -28,21 +28,39 @@ def _line(ready_at: float, rows: list[list[int]]) -> dict[str, Any]:
 
 
 def test_a_request_counts_in_the_act_of_its_arrival_across_restarts() -> None:
-    lines = [
-        # The first process was ready 2 s before the workload's time 0.
-        _line(ORIGIN - 2.0, [[5, 10, 10], [31, 4, 3], [40, 6, 1]]),
-        # A process stopped while loading never served.
-        _line(0.0, []) | {"ready_at": None},
-        # The second, ready at 60 s.
-        _line(ORIGIN + 60.0, [[0, 8, 8], [100, 2, 2]]),
-    ]
     arrivals = [float(t) for t in range(0, 180, 6)]  # 5 before 30 s, 25 after
+    lines = [
+        # The first process was ready 2 s before the workload's time 0 and dealt with
+        # arrivals 0-9; 3 s -> act 1 (5 requests), 29 s (31 - 2) -> act 1, 38 s -> act 2.
+        _line(ORIGIN - 2.0, [[5, 5, 5], [31, 1, 1], [40, 4, 1]]) | {"load": _slice(0, 10)},
+        # A process stopped while loading never served: arrivals 10 and 11 (60 s, 66 s)
+        # fell while the server was down.
+        _line(0.0, []) | {"ready_at": None},
+        # The second, ready at 72 s, dealt with 12-29 (all in act 2).
+        _line(ORIGIN + 72.0, [[0, 8, 8], [50, 10, 2]]) | {"load": _slice(12, 30)},
+    ]
     counted = with_governor(
         lines, origin=ORIGIN, arrival_times=arrivals, phases=PHASES, arrived=30,
         in_flight_at_end=2,
     )  # fmt: skip
-    # 3 s -> act 1; 29 s (31 - 2) -> act 1; 38 s, 60 s, 160 s -> act 2.
-    assert counted == [{"arrived": 5, "met_slo": 13}, {"arrived": 23, "met_slo": 11}]
+    assert counted == [{"arrived": 6, "met_slo": 6}, {"arrived": 22, "met_slo": 11}]
+
+
+def test_an_act_never_counts_more_met_than_arrived_at_its_edge() -> None:
+    # A process ready 0.6 s before time 0: its second 30 (30.0-31.0 on its clock) is
+    # 29.4-30.4 of the workload, counted in act 1 by its middle, arrived and met alike, though
+    # the arrival itself is due at 30.2 (act 2 by its own time).
+    arrivals = [29.1, 30.2]
+    lines = [_line(ORIGIN - 0.6, [[29, 1, 1], [30, 1, 1]]) | {"load": _slice(0, 2)}]
+    counted = with_governor(
+        lines, origin=ORIGIN, arrival_times=arrivals, phases=PHASES, arrived=2,
+        in_flight_at_end=0,
+    )  # fmt: skip
+    assert counted == [{"arrived": 2, "met_slo": 2}, {"arrived": 0, "met_slo": 0}]
+
+
+def _slice(first: int, next_: int) -> dict[str, int]:
+    return {"first": first, "next": next_}
 
 
 def test_acts_set_the_run_beside_the_same_workload_without_the_governor() -> None:
