@@ -45,6 +45,7 @@ class Head:
 
     status: int
     headers: tuple[tuple[str, str], ...]
+    version: str = "HTTP/1.1"
 
     def values(self, name: str) -> list[str]:
         """Every comma-separated value of header ``name`` (lower case), stripped, in order."""
@@ -78,7 +79,14 @@ def parse_head(raw: bytes) -> Head:
             message = f"not a header line: {line[:80]!r}"
             raise Malformed(message)
         headers.append((name.lower(), value.strip()))
-    return Head(int(code), tuple(headers))
+    return Head(int(code), tuple(headers), version)
+
+
+def framed(head: Head, *, bodyless: bool) -> bool:
+    """Whether the body that ``head`` announces ends by itself, not with the connection."""
+    if bodyless or head.status in (204, 304) or 100 <= head.status < 200:
+        return True
+    return bool(head.values("transfer-encoding") or head.values("content-length"))
 
 
 class BodyReader:

@@ -17,7 +17,11 @@ never do.
 
 Answers are read with ``Connection: close``: a ``Content-Length`` body, a chunked body (its
 trailers read and dropped) or a body up to the end of the connection, at most
-``max_body_bytes`` of it, and a head of at most ``max_head_bytes``. No ``Accept`` header is
+``max_body_bytes`` of it, and a head of at most ``max_head_bytes``. A caller that talks to one
+server again and again (a scrape every 2 s) may keep the connection instead
+(:func:`http_request_kept`, :mod:`daemon.core.http_keepalive`): it stays open only after an
+HTTP/1.1 answer that was framed, read whole and did not ask to close, and an exchange that
+fails or is cancelled still aborts it there and then. No ``Accept`` header is
 sent (an OpenMetrics ``Accept`` may make vLLM rewrite its ``vllm:`` names) and the body is
 asked for as is (``Accept-Encoding: identity``). Proxies are never used: the servers talked to
 this way sit on this host, and an ``http_proxy`` variable must not send their traffic
@@ -40,7 +44,7 @@ from typing import Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from daemon.core.errors import HttpExchangeError
-from daemon.core.http_bodies import BodyReader, Head, Malformed, Oversized, parse_head
+from daemon.core.http_bodies import BodyReader, Head, Malformed, Oversized, framed, parse_head
 from daemon.core.name_lookups import addresses_of
 from daemon.core.secret_patterns import without_userinfo
 from daemon.core.version import __version__
@@ -56,6 +60,8 @@ OVERSIZED = "oversized"  # the head or the body is larger than allowed
 INVALID = "invalid"  # the request itself cannot be sent (URL, header values)
 
 _BODYLESS_METHODS = frozenset({"GET", "HEAD", "DELETE", "OPTIONS"})
+# Sent again on a new connection when a kept one turns out closed: asking twice changes nothing.
+_IDEMPOTENT_METHODS = frozenset({"GET", "HEAD"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +133,60 @@ async def http_request(
         HttpExchangeError: no usable answer; ``kind`` says why.
     """
     exchange = _Exchange(method.upper(), url, limits)
-    return await exchange.run(body, headers or {})
+    response, _ = await exchange.run(body, headers or {})
+    return response
+
+
+@dataclass(frozen=True, slots=True)
+class KeptConnection:
+    """A connection left open after a clean answer, for the next exchange with its server."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    server: tuple[str, int, bool]  # host, port, TLS
+
+    def usable_for(self, server: tuple[str, int, bool]) -> bool:
+        """Whether it leads to ``server`` and neither end has closed it meanwhile."""
+        return (
+            self.server == server
+            and not self.reader.at_eof()
+            and not self.writer.transport.is_closing()
+        )
+
+    def close(self) -> None:
+        """Close it at once."""
+        self.writer.transport.abort()
+
+
+async def http_request_kept(
+    method: str,
+    url: str,
+    limits: HttpLimits,
+    kept: KeptConnection | None,
+    *,
+    body: bytes = b"",
+    headers: Mapping[str, str] | None = None,
+) -> tuple[HttpResponse, KeptConnection | None]:
+    """:func:`http_request` on ``kept`` when it is usable; the connection to keep, if any.
+
+    A kept connection that the server closed while it was idle is found closed before the
+    request is sent, or fails it at once; a GET or HEAD is then sent once more on a new
+    connection, within the same ``limits``.
+
+    Raises:
+        HttpExchangeError: no usable answer; ``kind`` says why.
+    """
+    exchange = _Exchange(method.upper(), url, limits)
+    if kept is not None and not kept.usable_for(exchange.server):
+        kept.close()
+        kept = None
+    if kept is not None:
+        try:
+            return await exchange.run(body, headers or {}, keep=True, on=kept)
+        except HttpExchangeError as exc:
+            if exc.kind != CLOSED or exchange.method not in _IDEMPOTENT_METHODS:
+                raise
+    return await exchange.run(body, headers or {}, keep=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,22 +225,38 @@ class _Exchange:
     """One request and its answer; the socket never outlives :meth:`run`."""
 
     def __init__(self, method: str, url: str, limits: HttpLimits) -> None:
-        self._method = method
+        self.method = method
         self._url = without_userinfo(url)  # for messages only
         self._limits = limits
         self._target = _Target.of(method, url)
         self._loop = asyncio.get_running_loop()
         self._deadline = self._loop.time() + limits.total_s
 
-    async def run(self, body: bytes, headers: Mapping[str, str]) -> HttpResponse:
-        request = self._request_bytes(body, headers)
-        reader, writer = await self._connect()
+    @property
+    def server(self) -> tuple[str, int, bool]:
+        """Host, port and TLS of the server talked to."""
+        return self._target.host, self._target.port, self._target.tls
+
+    async def run(
+        self,
+        body: bytes,
+        headers: Mapping[str, str],
+        *,
+        keep: bool = False,
+        on: KeptConnection | None = None,
+    ) -> tuple[HttpResponse, KeptConnection | None]:
+        """The answer, on ``on`` or a new connection; with ``keep``, the connection if reusable."""
+        request = self._request_bytes(body, headers, keep=keep)
+        reader, writer = (on.reader, on.writer) if on is not None else await self._connect()
+        kept = None
         try:
             writer.write(request)
             await self._within(writer.drain(), "sending the request")
             head = await self._head(reader)
             body_reader = BodyReader(reader, self._limits.max_body_bytes, self._within)
-            answer = await body_reader.read(head, bodyless=self._method == "HEAD")
+            answer = await body_reader.read(head, bodyless=self.method == "HEAD")
+            if keep and self._reusable(head):
+                kept = KeptConnection(reader, writer, self.server)
         except Malformed as exc:
             raise self._failure(str(exc), MALFORMED) from exc
         except Oversized as exc:
@@ -194,20 +269,31 @@ class _Exchange:
         finally:
             # Abort, not close: nothing is left to send, and a server still trickling must
             # not keep this socket (or anything of this exchange) alive a moment longer.
-            writer.transport.abort()
-        return HttpResponse(head.status, head.headers, answer)
+            if kept is None:
+                writer.transport.abort()
+        return HttpResponse(head.status, head.headers, answer), kept
 
-    def _request_bytes(self, body: bytes, headers: Mapping[str, str]) -> bytes:
+    def _reusable(self, head: Head) -> bool:
+        """Whether the connection may carry another exchange after this answer."""
+        closing = any(value.lower() == "close" for value in head.values("connection"))
+        return (
+            head.version == "HTTP/1.1"
+            and head.status != 101
+            and not closing
+            and framed(head, bodyless=self.method == "HEAD")
+        )
+
+    def _request_bytes(self, body: bytes, headers: Mapping[str, str], *, keep: bool) -> bytes:
         fields = {
             "Host": self._target.host_header,
             "User-Agent": f"vllm-governor/{__version__}",
             "Accept-Encoding": "identity",
-            "Connection": "close",
+            **({} if keep else {"Connection": "close"}),
             **headers,
         }
-        if body or self._method not in _BODYLESS_METHODS:
+        if body or self.method not in _BODYLESS_METHODS:
             fields["Content-Length"] = str(len(body))
-        lines = [f"{self._method} {self._target.request_target} HTTP/1.1"]
+        lines = [f"{self.method} {self._target.request_target} HTTP/1.1"]
         for name, value in fields.items():
             if any(char in f"{name}{value}" for char in "\r\n\0"):
                 message = f"header {name!r} holds a line break or NUL"
@@ -292,7 +378,7 @@ class _Exchange:
             raise self._failure(message, TIMEOUT) from exc
 
     def _failure(self, message: str, kind: str) -> HttpExchangeError:
-        return HttpExchangeError(f"{self._method} {self._url}: {message}", kind)
+        return HttpExchangeError(f"{self.method} {self._url}: {message}", kind)
 
 
 @functools.cache

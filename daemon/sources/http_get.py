@@ -15,6 +15,7 @@ from daemon.core.http_client import (
     OVERSIZED,
     REFUSED,
     TIMEOUT,
+    HttpExchange,
     HttpLimits,
     HttpResponse,
     http_request,
@@ -24,9 +25,15 @@ MAX_BODY_BYTES = 32 << 20
 
 
 async def http_get(
-    url: str, timeout_s: float, max_body_bytes: int = MAX_BODY_BYTES
+    url: str,
+    timeout_s: float,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    exchange: HttpExchange = http_request,
 ) -> HttpResponse:
     """GET ``url`` within ``timeout_s``; any status is an answer.
+
+    ``exchange`` sends it: a new connection each time, or a source's kept-alive one
+    (:class:`~daemon.core.http_keepalive.KeptAliveExchanges`).
 
     Raises:
         SourceUnavailable: no answer: ``detail`` is ``refused``, ``timeout`` or
@@ -39,7 +46,7 @@ async def http_get(
         raise SourceError(message)
     limits = HttpLimits(total_s=timeout_s, max_body_bytes=max_body_bytes)
     try:
-        return await http_request("GET", url, limits)
+        return await exchange("GET", url, limits)
     except HttpExchangeError as exc:
         if exc.kind == OVERSIZED:
             raise SourceError(str(exc), detail="oversized") from exc

@@ -17,6 +17,7 @@ from typing import Self
 
 from daemon.core.errors import MetricsParseError, SourceUnavailable
 from daemon.core.http_client import HttpResponse
+from daemon.core.http_keepalive import KeptAliveExchanges
 from daemon.sources.catalogue import catalogue_declarations
 from daemon.sources.http_get import http_get
 from daemon.sources.metric_pages import PageLimits
@@ -50,14 +51,17 @@ class VllmSource:
         self._limits = limits or PageLimits()
         # The server's page keeps its shape from one scrape to the next: read by its numbers.
         self._memo = PageMemo[VllmPagePlan]()
+        # One connection to the server, kept from one request and one poll to the next.
+        self._exchanges = KeptAliveExchanges()
         self.version: str | None = None
 
     async def __aenter__(self) -> Self:
-        """Nothing to open: every poll is a fresh request."""
+        """Nothing to open: the first request opens the connection."""
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        """Nothing to close: no request outlives the poll that made it."""
+        """Close the connection kept to the server."""
+        self._exchanges.close()
 
     async def poll(self, now: float) -> PollResult:
         """Read metrics, then health; learn the version on the first answer after an outage.
@@ -117,7 +121,7 @@ class VllmSource:
         max_bytes: int = SMALL_ANSWER_BYTES,
     ) -> HttpResponse:
         try:
-            answer = await http_get(self._base_url + path, timeout_s, max_bytes)
+            answer = await http_get(self._base_url + path, timeout_s, max_bytes, self._exchanges)
         except SourceUnavailable as exc:
             if exc.detail == "refused":
                 self.version = None  # whatever comes back may be another version

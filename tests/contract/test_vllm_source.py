@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import threading
 from pathlib import Path
 
 import pytest
@@ -9,6 +12,7 @@ import pytest
 from daemon.core.errors import MetricsParseError, SourceUnavailable
 from daemon.sources.vllm_source import VllmSource
 from tests.support.fixture_exporter import FixtureExporter, Script
+from tests.support.hostile_metrics import Behaviour, HostileServer, ok_head, read_request
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm-metrics"
 
@@ -70,3 +74,31 @@ async def test_a_slow_health_check_loses_neither_the_metrics_nor_says_unhealthy(
     assert result.detail == "health check slow"
     assert _values(result.samples, "vllm_health_ok") == {}, "unknown, not unhealthy"
     assert _values(result.samples, "vllm_num_requests_running")
+
+
+def _keep_alive_vllm(page: bytes) -> Behaviour:
+    """A vLLM's /metrics, /health and /version over keep-alive connections, as uvicorn serves."""
+    answers = {b"/metrics": page, b"/health": b"", b"/version": b'{"version": "0.33.0"}'}
+
+    def behave(conn: socket.socket, stop: threading.Event) -> None:
+        while not stop.is_set() and (request := read_request(conn)):
+            body = answers[request.split(b" ", 2)[1]]
+            conn.sendall(ok_head(len(body)) + body)
+
+    return behave
+
+
+@pytest.mark.asyncio
+async def test_polls_go_over_one_connection_kept_to_the_server() -> None:
+    page = (FIXTURES / "v0.33-synthesized.txt").read_bytes()
+    with HostileServer(_keep_alive_vllm(page)) as server:
+        async with VllmSource("main", server.base_url, interval_s=1, timeout_s=2) as source:
+            for now in (1.0, 2.0, 3.0):
+                result = await source.poll(now=now)
+                assert result.detail == ""
+            assert server.connections == 1  # 7 requests: /version once, then /metrics, /health
+        for _ in range(50):  # leaving the source closed it
+            if server.in_flight == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert server.in_flight == 0
