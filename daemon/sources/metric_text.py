@@ -28,7 +28,7 @@ _LABEL = r'[a-zA-Z_][a-zA-Z0-9_]*="[^"\\]*"'
 # for int() and float() to agree.
 _NUMBER = r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?|[-+]?Inf|NaN"
 _SAMPLE_LINE = re.compile(rf"({_NAME})(?:\{{({_LABEL}(?:,{_LABEL})*)\}})? ({_NUMBER})")
-_PLAIN_NUMBER = re.compile(_NUMBER)
+_PLAIN_NUMBER_LINES = re.compile(rf"(?:{_NUMBER})(?:\n(?:{_NUMBER}))*")
 _LABEL_PAIR = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"')
 _PLAIN_NAME = re.compile(_NAME)
 _NOT_PRINTABLE_ASCII = re.compile(r"[^\x20-\x7e\t]")
@@ -77,11 +77,27 @@ def plain_samples(text: str) -> list[ParsedSample] | None:
         return None
 
 
-def plain_value(number: str) -> float | None:
-    """A sample line's number as the plain shape reads it; None when it is not plain."""
-    if len(number) > _LONGEST_NUMBER or not _PLAIN_NUMBER.fullmatch(number):
+def plain_values(numbers: tuple[str, ...]) -> list[float] | None:
+    """Sample lines' numbers as the plain shape reads them; None when any one is not plain.
+
+    Checked with one regular expression over them all and read by ``float`` in C: a page's
+    three hundred numbers a call at a time were a third of reading a page of a known shape.
+    """
+    if not numbers:
+        return []
+    if max(map(len, numbers)) > _LONGEST_NUMBER:
         return None
-    return _number_value(number)
+    joined = "\n".join(numbers)
+    if not _PLAIN_NUMBER_LINES.fullmatch(joined):
+        return None
+    values = list(map(float, numbers))
+    if joined.startswith("-") or "\n-" in joined:
+        # int() reads "-0" as 0, not -0.0 (see _number_value): only a negative number can.
+        values = [
+            _number_value(number) if value == 0.0 else value
+            for number, value in zip(numbers, values, strict=True)
+        ]
+    return values
 
 
 def _number_value(number: str) -> float:

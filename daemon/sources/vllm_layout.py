@@ -92,6 +92,12 @@ def evaluate(
     for output in laid_out.outputs:
         if output.aggregation is None:
             value: float | None = value_of(output.members[0])
+        elif len(output.members) == 1:
+            # One engine's value is the instance's, as reduce() gives it (a sum or a mean
+            # of -0.0 is 0.0), without a list and a sum for each of a page's outputs.
+            value = value_of(output.members[0])
+            if output.aggregation is not Aggregation.SAME:
+                value += 0.0
         else:
             value = reduce(output.aggregation, [value_of(member) for member in output.members])
         if value is None:

@@ -41,7 +41,7 @@ from functools import lru_cache
 
 from daemon.core.errors import MetricsParseError
 from daemon.sources.metric_pages import PageLimits, check_labels, check_sample_count, page_slices
-from daemon.sources.metric_text import ParsedSample, page_samples, plain_samples, plain_value
+from daemon.sources.metric_text import ParsedSample, page_samples, plain_samples, plain_values
 from daemon.sources.page_shapes import PageMemo, PageShape, page_shape
 from daemon.sources.samples import Labels, Sample, SeriesKey
 from daemon.sources.vllm_layout import Layout, evaluate, layout
@@ -474,12 +474,9 @@ def _read_by_plan(  # noqa: PLR0917 - the parse's own arguments, and the plan
     """
     if plan.instance != instance or len(plan.placements) != len(shape.numbers):
         return None
-    values: list[float] = []
-    for number in shape.numbers:
-        value = plain_value(number)
-        if value is None:
-            return None
-        values.append(value)
+    values = plain_values(shape.numbers)
+    if values is None:
+        return None
     if plan.layout is not None and _all_finite(values):
         values.extend(plan.constants)
         samples, inconsistent = evaluate(plan.layout, values.__getitem__, at, source)

@@ -136,3 +136,16 @@ def test_a_shape_learned_from_a_page_with_a_nan_reads_finite_pages_as_in_full(na
     assert _parse(later, memo) == _parse(later)
     assert _parse(with_nan, memo) == _parse(with_nan)
     assert memo.recalled == 2  # both read through the memo
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_zeros_keep_their_sign_as_in_full(name: str) -> None:
+    """``-0`` reads as 0 (int() first), ``-0.0`` as -0.0, and a sum of one engine's -0.0 as 0."""
+    page = PAGES[name]
+    zeros = ["-0", "-0.0", "0", "+0", "-0e3", "-.0"]
+    later = _renumbered(page, lambda i, _number: zeros[i % len(zeros)])
+
+    def signs(scrape: VllmScrape) -> list[tuple[object, float]]:
+        return [(sample.key, math.copysign(1.0, sample.value)) for sample in scrape.samples]
+
+    assert signs(_parse(later, _primed(page))) == signs(_parse(later))
