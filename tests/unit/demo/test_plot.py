@@ -164,8 +164,8 @@ def test_the_log_panel_sets_the_directory_beside_the_run_without_the_governor() 
         )
         # Every act with and without the governor, not only the last.
         assert (
-            "with / without the governor: before the shift 98.0% / 100.0%, after the "
-            "shift 75.0% / 70.0%, disk pressure 79.0% / 64.0%" in title
+            "with / without the governor: before the shift 98% / 100%, after the "
+            "shift 75% / 70%, disk pressure 79% / 64%" in title
         )
     finally:
         plt.close(figure)
