@@ -105,8 +105,8 @@ class ColumnRing:
         self.newest_at = -math.inf
         self.source = source
 
-    def append_at(self, seq: int, value: float) -> None:
-        """Set the value of scrape ``seq`` (the newest scrape, or the newest again)."""
+    def append_at(self, seq: int, at: float, value: float) -> None:
+        """Set the value of scrape ``seq``, at ``at`` (the newest scrape, or the newest again)."""
         capacity, last = self._capacity, self._last
         if last < 0:
             self._first = seq
@@ -121,7 +121,7 @@ class ColumnRing:
         if self._gaps is not None:
             self._gaps[slot] = 0
         self._last = seq
-        self.newest_at = self._times.at(seq)
+        self.newest_at = at
 
     def _span(self) -> tuple[int, int]:
         """The sequence numbers this series may hold a point at, oldest to newest."""

@@ -125,7 +125,7 @@ class SignalStore:
                 seq = self._scrapes[ring.source].stamp(at)
                 if seq is None:
                     continue  # out of order
-                ring.append_at(seq, sample.value)
+                ring.append_at(seq, at, sample.value)
             elif not ring.append(at, sample.value):
                 continue  # out of order
             source = ring.source
@@ -144,12 +144,14 @@ class SignalStore:
         """
         series, by_source = self._series, self._by_source
         newest: dict[str, float] = {}
-        stamped: tuple[str, float, int | None] | None = None
+        # The scrape stamped last: its source, its time, its sequence number (None: refused).
+        # A poll's samples are all of one, so it is stamped once, not once a sample.
+        stamped_source, stamped_at, seq = "", -math.inf, None
         for sample in samples:
-            key, at, source = sample.key, sample.at, sample.source
+            key, at = sample.key, sample.at
             ring = series.get(key)
             if ring is None:
-                ring = self._admit(key, source, scrape=True)
+                ring = self._admit(key, sample.source, scrape=True)
                 if ring is None:
                     self.dropped_samples += 1
                     continue
@@ -157,16 +159,18 @@ class SignalStore:
             if isinstance(ring, SeriesRing):
                 if not ring.append(at, sample.value):
                     continue  # out of order
+                if at > newest.get(source, -math.inf):
+                    newest[source] = at
             else:
-                if stamped is None or stamped[:2] != (source, at):
-                    stamped = (source, at, self._scrapes[source].stamp(at))
-                seq = stamped[2]
+                if source != stamped_source or at != stamped_at:
+                    stamped_source, stamped_at = source, at
+                    seq = self._scrapes[source].stamp(at)
+                    if seq is not None and at > newest.get(source, -math.inf):
+                        newest[source] = at
                 if seq is None:
                     continue  # out of order
-                ring.append_at(seq, sample.value)
+                ring.append_at(seq, at, sample.value)
             by_source[source].move_to_end(key)
-            if at > newest.get(source, -math.inf):
-                newest[source] = at
         for source, at in newest.items():
             self._forget_older(source, at - self._forget_after_s)
 

@@ -37,7 +37,7 @@ def test_a_series_keeps_its_values_of_the_last_scrapes_of_its_source(
         seq = times.stamp(at)
         assert seq is not None
         if present:
-            ring.append_at(seq, float(value))
+            ring.append_at(seq, at, float(value))
             given_points[seq] = (at, float(value))
     newest_seq = max(given_points, default=-1)
     oldest_kept = max(times.count - capacity, newest_seq - capacity + 1)
