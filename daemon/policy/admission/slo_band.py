@@ -33,7 +33,11 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   about a heavier one.
 - **Hold** otherwise, and whenever a signal it needs is stale or missing. A pressure above 1
   with no more requests in flight and queued than ``min_cap`` is the window remembering a
-  burst that has left: no cut (even the lowest cap would admit them all).
+  burst that has left: no cut (even the lowest cap would admit them all). Nor when a cap below
+  ``max_cap`` (one this controller set) binds nothing, with less than ``max_cut`` of it in
+  flight and queued: in that unsaturated state the latency is not the concurrency the cap
+  admits, and a cut only trades TTFT inside vLLM for a wait at the gate, then meets the next
+  burst too low (a 70B cut 40 -> 6 with 7 in flight, six seconds before a 2.5x burst).
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
 gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
@@ -208,6 +212,12 @@ class SloBand:
             waiting = known["in_flight"] + known["queued"]
             return hold(state, f"{worst} over budget, but {waiting:g} in flight or queued")
         cap = known["cap"]
+        if cap < self.max_cap and known["in_flight"] + known["queued"] < self.max_cut * cap:
+            # A cap this controller set already binds nothing: with the load under max_cut of
+            # it and no queue, the latency is not the concurrency it admits (long prompts, a
+            # slow step), and a cut below the load would only meet the next burst with it.
+            load = known["in_flight"] + known["queued"]
+            return hold(state, f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})")
         factor = max(self.max_cut, min(0.9, 1 / pressure))
         base = min(cap, known["in_flight"])
         episode = state.episode_at is not None and now - state.episode_at < self.settle_s

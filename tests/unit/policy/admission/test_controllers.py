@@ -154,6 +154,9 @@ BAND = SloBand(min_cap=4, max_cap=256)
         # window remembers a burst that has left, and a cut would only starve the next one.
         (at(cap=256, in_flight=3, queued=1, ttft_p95_s=3.0), None, "4 in flight or queued"),
         (at(cap=8, in_flight=0, ttft_p95_s=3.0), None, "0 in flight or queued"),
+        # A cap it set that binds nothing (7 of 40, no queue): the latency is not the load.
+        (at(cap=40, in_flight=7, ttft_p95_s=1.6), None, "the cap 40 binds nothing (7)"),
+        (at(cap=40, in_flight=15, queued=6, ttft_p95_s=1.6), 9, "ttft_p95"),  # 21 of 40: cut
     ],
 )
 def test_slo_band(signals: AdmissionSignals, cap: int | None, why: str) -> None:
