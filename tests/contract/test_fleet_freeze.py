@@ -20,7 +20,6 @@ from daemon.api import (
     DRY_RUN,
     REFUSED,
     ChangeRequest,
-    Envelope,
     HttpLogLevelTarget,
     SystemClock,
     VllmInstance,
@@ -187,19 +186,7 @@ def test_the_vllm_actuator_refuses_what_the_fleet_freeze_holds(short_tmp: Path) 
         EtcdCluster(short_tmp / "etcd") as cluster,
         supervised_sim(short_tmp, "max-num-seqs: 8\n") as sim,
     ):
-        instance = VllmInstance(
-            name="a1",
-            url=sim.url,
-            scrape_interval_s=0.5,
-            config_path=sim.vllm_yaml,
-            env_file=sim.env_file,
-            restart_command=sim.restart_command(),
-            knobs={
-                "max_num_seqs": Envelope(
-                    min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20
-                )
-            },
-        )
+        instance = sim.instance()
         asyncio.run(scenario(sim.vllm_yaml, instance, EtcdGateway(cluster.endpoints, 5)))
         assert sim.spawns() == 1  # never restarted
 

@@ -32,10 +32,8 @@ from daemon.api import (
     DONE,
     REVERTED,
     ActuatorServices,
-    Envelope,
     JournalEntry,
     SystemClock,
-    VllmInstance,
 )
 from daemon.core.settings import (
     GovernorConfig,
@@ -232,22 +230,7 @@ def _outcomes(entries: list[JournalEntry]) -> list[tuple[str, str]]:
 
 
 def _config(directory: Path, sim: SupervisedSim, ready_timeout_s: float = 20.0) -> GovernorConfig:
-    instance = VllmInstance(
-        name="a1",
-        url=sim.url,
-        scrape_interval_s=0.5,
-        config_path=sim.vllm_yaml,
-        env_file=sim.env_file,
-        restart_command=sim.restart_command(),
-        restart_timeout_s=30.0,
-        ready_timeout_s=ready_timeout_s,
-        verify_window_s=1.5,
-        knobs={
-            "max_num_seqs": Envelope(
-                min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20
-            )
-        },
-    )
+    instance = sim.instance(ready_timeout_s=ready_timeout_s)
     (directory / "state").mkdir()
     return GovernorConfig(
         governor=GovernorSection(state_dir=directory / "state", policy_dirs=()),

@@ -26,7 +26,6 @@ from daemon.api import (
     REVERTED,
     ActuationResult,
     ChangeRequest,
-    Envelope,
     SystemClock,
     VllmInstance,
 )
@@ -126,22 +125,7 @@ def test_a_reconcile_past_the_restart_takes_a_slot_first(
         EtcdCluster(short_tmp / "etcd") as cluster,
         supervised_sim(short_tmp, "max-num-seqs: 8\n") as sim,
     ):
-        instance = VllmInstance(
-            name="a1",
-            url=sim.url,
-            scrape_interval_s=0.5,
-            config_path=sim.vllm_yaml,
-            env_file=sim.env_file,
-            restart_command=sim.restart_command(),
-            restart_timeout_s=30.0,
-            ready_timeout_s=20.0,
-            verify_window_s=1.5,
-            knobs={
-                "max_num_seqs": Envelope(
-                    min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20
-                )
-            },
-        )
+        instance = sim.instance()
         config = GovernorConfig(
             vllm=(instance,),
             sources=SourcesSection(

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from actuators.vllm.actuator import VllmActuator
-from daemon.api import DONE, REFUSED, ChangeRequest, Envelope, SystemClock, VllmInstance
+from daemon.api import DONE, REFUSED, ChangeRequest, SystemClock, VllmInstance
 from daemon.core.fleet_settings import Budget, budget_slots
 from daemon.engine.storage.journal_store import SqliteJournal
 from daemon.fleet.etcd_gateway import EtcdGateway
@@ -202,21 +202,6 @@ def test_the_vllm_actuator_restarts_only_with_a_slot_and_gives_it_back(short_tmp
         EtcdCluster(short_tmp / "etcd") as cluster,
         supervised_sim(short_tmp, "max-num-seqs: 8\n") as sim,
     ):
-        instance = VllmInstance(
-            name="a1",
-            url=sim.url,
-            scrape_interval_s=0.5,
-            config_path=sim.vllm_yaml,
-            env_file=sim.env_file,
-            restart_command=sim.restart_command(),
-            restart_timeout_s=30.0,
-            ready_timeout_s=20.0,
-            verify_window_s=1.5,
-            knobs={
-                "max_num_seqs": Envelope(
-                    min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20
-                )
-            },
-        )
+        instance = sim.instance()
         asyncio.run(scenario(instance, EtcdGateway(cluster.endpoints, 5)))
         assert sim.spawns() == 2  # one restart: the one with a slot

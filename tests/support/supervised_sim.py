@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from daemon.api import Envelope, VllmInstance
 from tests.support.services import free_port
 from tests.support.supervisor import Program, Supervised, supervised
 
@@ -39,6 +40,29 @@ class SupervisedSim(Supervised):
 
     def sim_log(self) -> str:
         return self.output()
+
+    def instance(self, name: str = "a1", *, ready_timeout_s: float = 20.0) -> VllmInstance:
+        """This sim as a governed instance, restarted through the service manager.
+
+        ``max-num-seqs`` may move anywhere at once (no step limit, no dwell, 20 changes an
+        hour): the tests that use it are about who may restart, not how far.
+        """
+        return VllmInstance(
+            name=name,
+            url=self.url,
+            scrape_interval_s=0.5,
+            config_path=self.vllm_yaml,
+            env_file=self.env_file,
+            restart_command=self.restart_command(),
+            restart_timeout_s=30.0,
+            ready_timeout_s=ready_timeout_s,
+            verify_window_s=1.5,
+            knobs={
+                "max_num_seqs": Envelope(
+                    min=1, max=4096, max_step=4096, min_dwell_s=0, hourly_budget=20
+                )
+            },
+        )
 
 
 def _program(port: int, vllm_yaml: Path, load: Path | None) -> Program:
