@@ -10,6 +10,8 @@ conversation trace and a batch backlog at priority 1000) through the simulated e
 - **governor**: the daemon's own Governor with the example batch-window policy
   (``examples/policies/batch-window.yaml``, or ``--policies``), taking the backlog as job files
   in its inbox and sending them through its batch lane (:mod:`daemon.app.simulation.batch_day`).
+  The example's pace reads the instance's prefill cost per token; it is set from the profile
+  (:func:`profiled_example`), as an operator sets it from their server.
 
 Per hour of the day: online requests, SLO attainment, TTFT/TPOT p95 (online requests only:
 batch records are accounted apart, :mod:`simulator.lanes`), batch output tokens completed and
@@ -18,14 +20,16 @@ what the engine processes when saturated) and the cost per million output tokens
 GPU-hour price; then the issue's goals, checked. ``--json`` and ``--plot`` write the figures.
 
     .venv/bin/python -m bench.batch_day [--profiles A,B] [--cron-hours 1-6]
-        [--cron-concurrency 64] [--policies DIR] [--gpu-hour-usd 2.5] [--json PATH]
-        [--table PATH] [--plot PREFIX]
+        [--cron-concurrency 64] [--policies DIR] [--gpu-hour-usd 2.5]
+        [--json PATH] [--table PATH] [--plot PREFIX]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -50,6 +54,7 @@ GPUS = {"llama-3.1-8b-h100-tp1": 1, "llama-3.3-70b-h100-tp4": 4}
 # they do, so only the ratio between the columns matters.
 GPU_HOUR_USD = 2.5
 EXAMPLE_POLICIES = Path(__file__).resolve().parent.parent / "examples" / "policies"
+EXAMPLE_PREFILL_COST = "0.00001725"  # s per prompt token, in the example's start_spacing
 # The saturated engine: the batch mix at max-num-seqs in flight, for this long.
 SATURATION_S = 120.0
 GOAL_TOKENS = 2.0  # x the cron window's batch tokens
@@ -241,10 +246,29 @@ def plot(path: Path, profile_name: str, days: dict[str, dict[str, Any]]) -> None
     plt.close(figure)
 
 
+def profiled_example(profile_name: str, into: Path) -> tuple[Path, float]:
+    """The example window with the profile's prefill cost per token, and that cost (s).
+
+    The example's pace is a model of the instance: it reads the prefill cost per token (the
+    8B's 0.00001725 s as shipped), as an operator writes their own server's.
+    """
+    cost_s = load_profile(profile_name).beta1_us_per_prefill_token * 1e-6
+    text = (EXAMPLE_POLICIES / "batch-window.yaml").read_text(encoding="utf-8")
+    text, found = re.subn(re.escape(EXAMPLE_PREFILL_COST), f"{cost_s:.8f}", text)
+    if not found:
+        msg = f"examples/policies/batch-window.yaml has no prefill cost {EXAMPLE_PREFILL_COST}"
+        raise SystemExit(msg)
+    (into / "batch-window.yaml").write_text(text, encoding="utf-8")
+    return into, cost_s
+
+
 def run_profile(
-    profile_name: str, spec: DiurnalSpec, baselines: dict[str, Window], policies: Sequence[Path]
+    profile_name: str,
+    spec: DiurnalSpec,
+    baselines: dict[str, Window],
+    policies: Sequence[Path] | None,
 ) -> dict[str, dict[str, Any]]:
-    """Every column of one profile."""
+    """Every column of one profile (``policies`` None: the example window, paced)."""
     backlog = batch_jobs(spec)
     capacity = saturated_tok_s(profile_name, backlog)
     days: dict[str, dict[str, Any]] = {}
@@ -253,13 +277,19 @@ def run_profile(
         run = fixed_window_run(spec, profile_name, window, backlog)
         days[name] = summarise(spec, profile_name, run, time.process_time() - started, capacity)
     started = time.process_time()
-    governed = govern_day(spec, profile_name, DayPlan(policy_dirs=tuple(policies)))
+    with tempfile.TemporaryDirectory(prefix="batch-day-policies-") as scratch:
+        cost_s = None
+        if policies is None:
+            profiled, cost_s = profiled_example(profile_name, Path(scratch))
+            policies = [profiled]
+        governed = govern_day(spec, profile_name, DayPlan(policy_dirs=tuple(policies)))
     days["governor"] = summarise(
         spec, profile_name, governed.run, time.process_time() - started, capacity
     )
     days["governor"]["batch_priorities"] = governed.priorities
     days["governor"]["batch_sent"] = governed.sent
     days["governor"]["lane"] = governed.lane
+    days["governor"]["prefill_s_per_token"] = cost_s
     return days
 
 
@@ -288,7 +318,7 @@ def main() -> None:
     results: dict[str, Any] = {"gpu_hour_usd": args.gpu_hour_usd, "profiles": {}}
     lines: list[str] = []
     for profile_name in args.profiles.split(","):
-        days = run_profile(profile_name, spec, baselines, args.policies or [EXAMPLE_POLICIES])
+        days = run_profile(profile_name, spec, baselines, args.policies)
         profile_lines = [
             line for name, day in days.items() for line in table(name, day, args.gpu_hour_usd)
         ]

@@ -335,3 +335,26 @@ def test_a_cel_spacing_must_be_seconds_over_signals(spacing: str, expected: str)
     action = f"{{batch: {{concurrency: 4, start_spacing: {spacing}}}}}"
     problems = _problems(f"name: p\nwhen: running < 4.0\naction: {action}\n")
     assert any("action.batch.start_spacing" in p and expected in p for p in problems), problems
+
+
+def test_the_example_window_paces_batch_prefill_slower_as_online_prefill_grows() -> None:
+    spec = load_policy(EXAMPLE / "batch-window.yaml")
+    own = {"batch_requests_per_s": 2.0, "batch_prompt_tokens_per_s": 3700.0}  # 1,850 a prompt
+
+    def pace(prompt_tokens_per_s: float) -> float:
+        signals = {**QUIET, **own, "tpot_p95_s": 0.03, "prompt_tokens_per_s": prompt_tokens_per_s}
+        decided = lane_width(
+            [spec],
+            {("batch-window", "main"): FIRING},
+            TargetView("main", signals, {}),
+            WALL,
+            current=4,
+            ceiling=64,
+        )
+        assert decided is not None
+        return decided.spacing_s
+
+    prompt_s = 1850 * 0.00001725  # the 8B's prefill of the lane's mean prompt
+    assert pace(0.0) == pytest.approx(prompt_s / 0.07)  # 7% of the engine's time
+    assert pace(1000.0) == pytest.approx(prompt_s / (0.07 - 1.2 * 0.01725))
+    assert pace(20_000.0) == pytest.approx(prompt_s / 0.025)  # never above 2.5%
