@@ -54,7 +54,7 @@ def test_each_part_draws_the_lengths_its_header_gives() -> None:
     [
         (EIGHT_B, (2.0, 8.0, 6.5)),
         (SEVENTY_B, (1.0, 0.6, 1.0)),
-        ("tiny-llama-cpu", (2.0, 17.0, 15.0)),
+        ("tiny-llama-cpu", (2.0, 17.0, 9.5)),
     ],
 )
 def test_each_profile_gets_its_own_rate_in_each_part(
