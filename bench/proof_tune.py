@@ -83,6 +83,22 @@ class Workload:
 WORKLOADS = (Workload("tune-shifting-day", shifts=True), Workload("tune-steady-chat", shifts=False))
 
 
+def workloads_named(names: str) -> list[Workload]:
+    """The proof's workloads named in ``names`` (comma-separated), in the proof's order.
+
+    Raises:
+        ValueError: a name that is not one of the proof's workloads (it would run nothing).
+    """
+    asked = [name.strip() for name in names.split(",") if name.strip()]
+    known = {workload.name for workload in WORKLOADS}
+    unknown = [name for name in asked if name not in known]
+    if unknown or not asked:
+        names_known = ", ".join(workload.name for workload in WORKLOADS)
+        message = f"unknown workload(s) {unknown or asked}; the proof's are: {names_known}"
+        raise ValueError(message)
+    return [workload for workload in WORKLOADS if workload.name in asked]
+
+
 @dataclass(frozen=True, slots=True)
 class Goal:
     """One goal, its measured value and whether it was met."""
@@ -311,7 +327,10 @@ def main() -> None:
     parser.add_argument("--summary", type=Path, help="also write the JSON without per-seed data")
     parser.add_argument("--plot-dir", type=Path)
     args = parser.parse_args()
-    wanted = [w for w in WORKLOADS if w.name in args.workloads.split(",")]
+    try:
+        wanted = workloads_named(args.workloads)
+    except ValueError as exc:
+        parser.error(str(exc))
     reports: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="proof-tune-") as scratch:
         for profile in args.profiles.split(","):

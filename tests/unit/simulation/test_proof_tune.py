@@ -18,6 +18,7 @@ from bench.proof_tune import (
     powers_of_two_within,
     prediction_errors,
     with_defaults,
+    workloads_named,
 )
 from daemon.app.simulation.clock import EPOCH
 from daemon.app.simulation.events import REALISED, Event, EventLog
@@ -168,3 +169,13 @@ def test_each_part_of_the_shifting_day_draws_its_own_lengths_at_its_own_rate() -
     # The lengths come from their own streams: the arrival times do not depend on them.
     plain = generate(spec.model_copy(update={"phases": []}), 1, profile="llama-3.1-8b-h100-tp1")
     assert [a.arrived_at for a in plain] == [a.arrived_at for a in arrivals]
+
+
+def test_a_workload_the_proof_does_not_know_is_an_error_not_an_empty_run() -> None:
+    assert [w.name for w in workloads_named("tune-steady-chat, tune-shifting-day")] == [
+        "tune-shifting-day",
+        "tune-steady-chat",
+    ]
+    for names in ("tune-budget-shift", "tune-steady-chat,typo", ""):
+        with pytest.raises(ValueError, match="unknown workload"):
+            workloads_named(names)
