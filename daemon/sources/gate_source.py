@@ -8,11 +8,18 @@ names find it.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
 from daemon.core.gate_settings import GateSettings
 from daemon.sources.catalogue import catalogue_declarations
 from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.haproxy_runtime import ServerRef, parse_stats_address
 from daemon.sources.haproxy_source import HaproxySource
+from daemon.sources.polling import PlannedSource
+
+if TYPE_CHECKING:
+    from daemon.core.settings import GovernorConfig
 
 # The gate's signals, per target (its vLLM server): gate_cap, gate_queue... and the cap's
 # share of max_num_seqs, computed where views are built (daemon.policy.knob_signals).
@@ -42,3 +49,11 @@ def gate_source(instance: str, gate: GateSettings) -> HaproxySource:
         gate.timeout_s,
         name=gate_source_name(instance),
     )
+
+
+def planned_sources(config: GovernorConfig) -> Iterator[PlannedSource]:
+    """One source per enabled ``[vllm.gate]``, restarted when its section changes."""
+    for instance in config.vllm:
+        if instance.gate.enabled:
+            gate = gate_source(instance.name, instance.gate)
+            yield PlannedSource(gate, instance.gate.stale_after_s, instance.gate)

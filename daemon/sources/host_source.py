@@ -20,17 +20,20 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
 from daemon.core.errors import SourceError
 from daemon.sources.blocking_calls import OneCallAtATime
 from daemon.sources.declarations import SignalDeclaration
 from daemon.sources.domains import COUNT, NON_NEGATIVE
-from daemon.sources.polling import PollResult
+from daemon.sources.polling import PlannedSource, PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
+
+if TYPE_CHECKING:
+    from daemon.core.settings import GovernorConfig
 
 log = logging.getLogger(__name__)
 
@@ -195,3 +198,11 @@ def _tree_bytes(path: Path) -> int:
             except OSError:
                 continue  # rotated away between the listing and the look
     return total
+
+
+def planned_sources(config: GovernorConfig) -> Iterator[PlannedSource]:
+    """The host source when ``[sources.host]`` is enabled, restarted when the section changes."""
+    host = config.sources.host
+    if host.enabled:
+        machine = HostSource(host.interval_s, host.timeout_s, host.disk_paths, host.dir_budgets)
+        yield PlannedSource(machine, host.stale_after_s, host)

@@ -50,6 +50,21 @@ class PollingSource(Protocol):
         """Observe once; raise :class:`SourceError` when the far end cannot be read."""
 
 
+@dataclass(frozen=True, slots=True)
+class PlannedSource:
+    """A source to run, and the settings that built it (a change restarts it).
+
+    Attributes:
+        source: The source.
+        stale_after_s: Age beyond which its samples no longer count.
+        settings: What it was built from, compared on a reload.
+    """
+
+    source: PollingSource
+    stale_after_s: float
+    settings: object
+
+
 # What a source says when its far end refuses connections: starting (or restarting), not slow.
 STARTING = frozenset({"starting", "refused"})
 

@@ -13,7 +13,8 @@ the event loop that every other target, the control socket and the watchdog shar
 from __future__ import annotations
 
 import json
-from typing import Self
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Self
 
 from daemon.core.errors import MetricsParseError, SourceUnavailable
 from daemon.core.http_client import HttpResponse
@@ -22,9 +23,12 @@ from daemon.sources.catalogue import catalogue_declarations
 from daemon.sources.http_get import http_get
 from daemon.sources.metric_pages import PageLimits
 from daemon.sources.page_shapes import PageMemo
-from daemon.sources.polling import PollResult
+from daemon.sources.polling import PlannedSource, PollResult
 from daemon.sources.samples import Sample, SeriesKey, labels_of
 from daemon.sources.vllm_metrics import VllmPagePlan, parse_vllm_metrics_gently
+
+if TYPE_CHECKING:
+    from daemon.core.settings import GovernorConfig
 
 # What policies read of each vLLM server, per target (see daemon.sources.catalogue).
 DECLARATIONS = catalogue_declarations("vllm")
@@ -138,3 +142,22 @@ class VllmSource:
         except (ValueError, AttributeError):
             return None
         return version if isinstance(version, str) else None
+
+
+def planned_sources(config: GovernorConfig) -> Iterator[PlannedSource]:
+    """One source per ``[[vllm]]`` server, restarted when its URL, timing or page limits change."""
+    for instance in config.vllm:
+        limits = PageLimits(
+            max_bytes=instance.max_page_bytes,
+            max_samples=instance.max_page_samples,
+            max_label_values=instance.max_label_values,
+        )
+        vllm = VllmSource(
+            instance.name,
+            instance.url,
+            instance.scrape_interval_s,
+            instance.scrape_timeout_s,
+            limits,
+        )
+        built_from = (instance.url, instance.scrape_interval_s, instance.scrape_timeout_s, limits)
+        yield PlannedSource(vllm, instance.stale_after_s, built_from)

@@ -9,9 +9,8 @@ picture: a vLLM still loading is a known state ("starting"), not a reason to del
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
@@ -21,20 +20,16 @@ from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
 from daemon.core.secrets import GovernorSecrets, load_secrets
 from daemon.core.settings import GovernorConfig
-from daemon.engine.evaluation.source_set import PlannedSource, SourceSet
+from daemon.engine.evaluation.source_set import SourceSet
 from daemon.engine.runtime.supervisor import EternalTask, Readiness
 from daemon.sources import mqtt_signals, prometheus_signals
 from daemon.sources.declarations import SignalDeclaration
-from daemon.sources.gate_source import gate_source
 from daemon.sources.health import HealthBoard, SourceState
-from daemon.sources.host_source import HostSource
-from daemon.sources.metric_pages import PageLimits
-from daemon.sources.nvml_presence import nvml_library_missing
+from daemon.sources.kinds import SOURCE_KINDS, SourceKind, planned_sources
 from daemon.sources.polling import PollingRunner, PollingSource
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import SignalStore
 from daemon.sources.view import SignalRow, ViewContext, signal_rows
-from daemon.sources.vllm_source import VllmSource
 
 if TYPE_CHECKING:
     from daemon.sources.mqtt.publisher import MqttPublisher
@@ -72,7 +67,11 @@ class _SourceUp:
 
 
 class SignalPlane:
-    """Owns the signal store and runs the sources that fill it."""
+    """Owns the signal store and runs the sources that fill it.
+
+    The polling sources are those that ``kinds`` (the table of source kinds) builds from the
+    configuration, at start and on each reload.
+    """
 
     def __init__(
         self,
@@ -81,8 +80,11 @@ class SignalPlane:
         registry: CollectorRegistry,
         window_s: float | None = None,
         secrets: GovernorSecrets | None = None,
+        *,
+        kinds: Sequence[SourceKind] = SOURCE_KINDS,
     ) -> None:
         self._clock = clock
+        self._kinds = kinds
         bounds = config.signals
         self.store = SignalStore(
             points_per_series=bounds.points_per_series,
@@ -100,7 +102,7 @@ class SignalPlane:
             },
         )
         self.health = HealthBoard()
-        plan = _polling_sources(config)
+        plan = planned_sources(config, kinds)
         self._stale_after = {planned.source.name: planned.stale_after_s for planned in plan}
         self._sources = SourceSet(plan, self._run_source, self.store, self.health)
         self._mqtt: MqttSource | None = None
@@ -145,7 +147,7 @@ class SignalPlane:
         The store's bounds, the MQTT connection and the gates stay as they were started
         (:mod:`daemon.core.reload_scope` refuses a reload that changes them).
         """
-        plan = _polling_sources(config)
+        plan = planned_sources(config, self._kinds)
         mqtt = {"mqtt": self._stale_after["mqtt"]} if "mqtt" in self._stale_after else {}
         self._stale_after = {p.source.name: p.stale_after_s for p in plan} | mqtt
         self._declared = _configured_declarations(config)
@@ -220,58 +222,6 @@ def _configured_declarations(config: GovernorConfig) -> tuple[SignalDeclaration,
         *(prometheus_signals.declarations(prometheus) if prometheus.enabled else ()),
         *(mqtt_signals.declarations(mqtt) if mqtt.enabled else ()),
     )
-
-
-def _polling_sources(config: GovernorConfig) -> list[PlannedSource]:
-    """Every configured polling source, how old its samples may get, what it was built from."""
-    plan: list[PlannedSource] = []
-    for instance in config.vllm:
-        limits = PageLimits(
-            max_bytes=instance.max_page_bytes,
-            max_samples=instance.max_page_samples,
-            max_label_values=instance.max_label_values,
-        )
-        vllm = VllmSource(
-            instance.name,
-            instance.url,
-            instance.scrape_interval_s,
-            instance.scrape_timeout_s,
-            limits,
-        )
-        built_from = (instance.url, instance.scrape_interval_s, instance.scrape_timeout_s, limits)
-        plan.append(PlannedSource(vllm, instance.stale_after_s, built_from))
-        if instance.gate.enabled:
-            gate = gate_source(instance.name, instance.gate)
-            plan.append(PlannedSource(gate, instance.gate.stale_after_s, instance.gate))
-    nvml, host = config.sources.nvml, config.sources.host
-    if nvml.enabled and (missing := nvml_library_missing(nvml.library_path or None)):
-        log.warning("no NVIDIA driver: NVML signals disabled", extra={"reason": missing})
-    elif nvml.enabled:
-        # Imported only where a driver exists: the binding alone costs about 18 MB of memory.
-        from daemon.sources.nvml_source import NvmlSource  # noqa: PLC0415
-
-        gpus = NvmlSource(nvml.interval_s, nvml.timeout_s, nvml.library_path or None)
-        plan.append(PlannedSource(gpus, nvml.stale_after_s, nvml))
-    if host.enabled:
-        machine = HostSource(host.interval_s, host.timeout_s, host.disk_paths, host.dir_budgets)
-        plan.append(PlannedSource(machine, host.stale_after_s, host))
-    prometheus = config.sources.prometheus
-    if prometheus.enabled:
-        from daemon.sources.prometheus_source import PrometheusSource  # noqa: PLC0415
-
-        specs = prometheus.query_specs()
-        # A map's key must survive on its series, whatever keep_labels says.
-        keys = [spec.key for spec in specs.values() if spec.key]
-        queries = PrometheusSource(
-            prometheus.url,
-            {name: spec.query for name, spec in specs.items()},
-            interval_s=prometheus.interval_s,
-            timeout_s=prometheus.timeout_s,
-            keep_labels=(*prometheus.keep_labels, *keys),
-            ca_file=Path(prometheus.ca_file) if prometheus.ca_file else None,
-        )
-        plan.append(PlannedSource(queries, prometheus.stale_after_s, prometheus))
-    return plan
 
 
 def _register_metrics(registry: CollectorRegistry, store: SignalStore) -> _SourceMetrics:

@@ -17,32 +17,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from daemon.sources.health import HealthBoard
-from daemon.sources.polling import PollingSource
+from daemon.sources.polling import PlannedSource, PollingSource
 from daemon.sources.store import SignalStore
 
 log = logging.getLogger(__name__)
 
 # A source and a callback to tell when its first attempt is done -> its run.
 RunnerFactory = Callable[[PollingSource, Callable[[], None]], Coroutine[Any, Any, None]]
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedSource:
-    """A source to run, and the settings that built it (a change restarts it).
-
-    Attributes:
-        source: The source.
-        stale_after_s: Age beyond which its samples no longer count.
-        settings: What it was built from, compared on a reload.
-    """
-
-    source: PollingSource
-    stale_after_s: float
-    settings: object
 
 
 class SourceSet:
