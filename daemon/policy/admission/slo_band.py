@@ -38,6 +38,12 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   flight and queued: in that unsaturated state the latency is not the concurrency the cap
   admits, and a cut only trades TTFT inside vLLM for a wait at the gate, then meets the next
   burst too low (a 70B cut 40 -> 6 with 7 in flight, six seconds before a 2.5x burst).
+- **Give back** a window of cuts that relieved nothing: a settle window after its first cut the
+  latency window holds only requests admitted under the cuts; if the pressure has not eased
+  by ``easing`` of what it was at that first cut while the gate queues or refuses, the latency
+  is not the concurrency the gate admits (long prompts at a light load: a 70B cut 1024 -> 4
+  with 19 in flight kept its TTFT at 1.37x) and the cuts only turn requests away. The cap goes
+  back to where the window found it, and no cut comes until the pressure is back in its band.
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
 gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
@@ -73,6 +79,9 @@ class SloBandState:
             needs the pressure to stop easing below it.
         episode_at: When the first cut of the current settle window came, or None.
         episode_floor: The lowest cap of that window (``max_cut`` of what was in flight).
+        episode_cap: The cap before the window's first cut.
+        episode_pressure: The pressure at the window's first cut.
+        futile: A window of cuts relieved nothing: no cut until the pressure is back in its band.
     """
 
     last_cut_at: float | None = None
@@ -80,6 +89,9 @@ class SloBandState:
     pressure_ref: float | None = None
     episode_at: float | None = None
     episode_floor: float = 0.0
+    episode_cap: float | None = None
+    episode_pressure: float | None = None
+    futile: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +167,11 @@ class SloBand:
             return hold_without(state, signals.missing(self.needs))
         pressure, worst = self._pressure(known)
         if pressure > 1:
-            return self._cut(state, known, pressure, worst, now)
+            refused = signals.gate_refusals_per_s or 0.0
+            return self._cut(state, known, pressure, worst, now, turned_away=refused > 0)
+        if state.futile or state.episode_pressure is not None:
+            # Back in its band: the cuts relieved the pressure, or it went of itself.
+            state = replace(state, futile=False, episode_cap=None, episode_pressure=None)
         if pressure >= self.low_water:
             return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
         return self._grow(state, known, signals, pressure, now)
@@ -198,26 +214,20 @@ class SloBand:
         pressure: float,
         worst: str,
         now: float,
+        *,
+        turned_away: bool,
     ) -> Step[SloBandState]:
-        if state.last_cut_at is not None and now - state.last_cut_at < self.cut_dwell_s:
-            return hold(state, f"{worst} over budget; waiting for the last cut to show")
+        undone = self._undo_futile(state, known, pressure, now, turned_away=turned_away)
+        if undone is not None:
+            return undone
+        why_not = self._no_cut(state, known, worst, now)
+        if why_not is not None:
+            return hold(state, why_not)
         reference = state.pressure_ref
         if reference is not None and pressure < self.easing * reference:
             eased = replace(state, pressure_ref=pressure)
             return hold(eased, f"{worst} over budget but easing ({pressure:.2f})")
-        if known["in_flight"] + known["queued"] <= self.min_cap:
-            # The window remembers requests that have left: with this few at the gate and
-            # inside vLLM, even the lowest cap would admit them all, so a cut relieves nothing
-            # now and only starves the next burst.
-            waiting = known["in_flight"] + known["queued"]
-            return hold(state, f"{worst} over budget, but {waiting:g} in flight or queued")
         cap = known["cap"]
-        if cap < self.max_cap and known["in_flight"] + known["queued"] < self.max_cut * cap:
-            # A cap this controller set already binds nothing: with the load under max_cut of
-            # it and no queue, the latency is not the concurrency it admits (long prompts, a
-            # slow step), and a cut below the load would only meet the next burst with it.
-            load = known["in_flight"] + known["queued"]
-            return hold(state, f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})")
         factor = max(self.max_cut, min(0.9, 1 / pressure))
         base = min(cap, known["in_flight"])
         episode = state.episode_at is not None and now - state.episode_at < self.settle_s
@@ -230,8 +240,64 @@ class SloBand:
             pressure_ref=pressure,
             episode_at=state.episode_at if episode else now,
             episode_floor=floor,
+            episode_cap=state.episode_cap if episode else cap,
+            episode_pressure=state.episode_pressure if episode else pressure,
         )
         reason = f"{worst} at {pressure:.2f}x its budget: x{factor:.2f} of {base:g} in flight"
         # Never raise on a cut: with few requests in flight the product can exceed the cap.
         target = min(cap - 1, max(base * factor, floor))
         return decide(cut, cap, target, reason, min_cap=self.min_cap, max_cap=self.max_cap)
+
+    def _no_cut(
+        self, state: SloBandState, known: dict[str, float], worst: str, now: float
+    ) -> str | None:
+        """Why a pressure over budget must not cut now, or None."""
+        if state.futile:
+            return f"{worst} over budget, but cutting relieved nothing: back in band first"
+        if state.last_cut_at is not None and now - state.last_cut_at < self.cut_dwell_s:
+            return f"{worst} over budget; waiting for the last cut to show"
+        load = known["in_flight"] + known["queued"]
+        if load <= self.min_cap:
+            # The window remembers requests that have left: with this few at the gate and
+            # inside vLLM, even the lowest cap would admit them all, so a cut relieves nothing
+            # now and only starves the next burst.
+            return f"{worst} over budget, but {load:g} in flight or queued"
+        cap = known["cap"]
+        if cap < self.max_cap and load < self.max_cut * cap:
+            # A cap this controller set already binds nothing: with the load under max_cut of
+            # it and no queue, the latency is not the concurrency it admits (long prompts, a
+            # slow step), and a cut below the load would only meet the next burst with it.
+            return f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})"
+        return None
+
+    def _undo_futile(
+        self,
+        state: SloBandState,
+        known: dict[str, float],
+        pressure: float,
+        now: float,
+        *,
+        turned_away: bool,
+    ) -> Step[SloBandState] | None:
+        """Give back a window of cuts that relieved nothing and turns requests away.
+
+        A settle window after its first cut the latency window holds only requests admitted
+        under the cuts. If the pressure has not eased by ``easing`` since, while the gate
+        queues or refuses, the latency is not the concurrency the cap admits (long prompts
+        at a light load: a 70B cut 1024 -> 4 with 19 in flight kept TTFT at 1.37x): the cap
+        goes back to where the window found it, and stays there until the pressure is back in
+        its band.
+        """
+        first, before, then = state.episode_at, state.episode_cap, state.episode_pressure
+        if first is None or before is None or then is None or now - first < self.settle_s:
+            return None
+        relieved = pressure < self.easing * then
+        if relieved or not (turned_away or known["queued"] > 0):
+            return None
+        undone = replace(state, futile=True, episode_at=None, episode_cap=None)
+        reason = (
+            f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "
+            f"turned away: the cuts are given back"
+        )
+        cap = known["cap"]
+        return decide(undone, cap, before, reason, min_cap=self.min_cap, max_cap=self.max_cap)

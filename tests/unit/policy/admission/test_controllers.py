@@ -312,3 +312,33 @@ def test_without_any_signal_but_the_cap_every_controller_holds(
     step = controller.step(controller.initial_state(), blind, 0.0)
     assert step.cap is None
     assert step.reason.startswith("hold: no fresh")
+
+
+def test_slo_band_gives_back_a_window_of_cuts_that_relieved_nothing() -> None:
+    # Long prompts at a light load: TTFT over budget with 19 in flight at the wide-open gate.
+    band = SloBand(min_cap=4, max_cap=1024)
+    hot = at(cap=1024, in_flight=19, ttft_p95_s=1.34)
+    state, cap, _ = band.step(band.initial_state(), hot, 0.0)
+    assert cap == 14  # x0.75 of 19
+    # A window later the pressure has not eased and the gate queues: the cuts are given back.
+    stuck = replace(hot, cap=14, in_flight=14, queued=12, ttft_p95_s=1.37)
+    undone = band.step(state, stuck, 61.0)
+    assert undone.cap == 1024
+    assert "given back" in undone.reason
+    # Still over budget: no cut until the pressure is back in its band; then cuts again.
+    held = band.step(undone.state, replace(hot, ttft_p95_s=1.4), 70.0)
+    assert held.cap is None
+    assert "relieved nothing" in held.reason
+    calm = band.step(undone.state, replace(hot, ttft_p95_s=0.8), 80.0)
+    assert band.step(calm.state, hot, 90.0).cap == 14
+
+
+def test_slo_band_keeps_cuts_that_eased_the_pressure_or_turned_nobody_away() -> None:
+    band = SloBand(min_cap=4, max_cap=1024)
+    hot = at(cap=1024, in_flight=19, ttft_p95_s=1.34)
+    state = band.step(band.initial_state(), hot, 0.0).state
+    eased = band.step(state, replace(hot, cap=14, in_flight=14, queued=12, ttft_p95_s=1.1), 61.0)
+    assert eased.cap is None
+    assert "easing" in eased.reason
+    nobody_waits = band.step(state, replace(hot, cap=14, in_flight=14, ttft_p95_s=1.37), 61.0)
+    assert nobody_waits.cap == 10  # a new window: x0.73 of 14
