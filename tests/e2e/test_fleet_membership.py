@@ -157,7 +157,7 @@ def test_fleet_status_prints_a_table(short_tmp: Path) -> None:
     assert lines[1].split()[:5] == ["HOST", "INSTANCE", "GROUP", "VERSION", "HEALTH"]
     assert lines[2].split()[:3] == ["host-a", "main", "llama"]
     assert "max_num_seqs=64" in lines[2]
-    assert lines[-1] == "freezes: none"
+    assert lines[-2:] == ["freezes: none", "rollouts: none"]
 
 
 def test_fleet_status_says_when_etcd_cannot_be_read(short_tmp: Path) -> None:
