@@ -19,7 +19,7 @@ from daemon.core.backoff import Backoff
 from daemon.core.clock import Clock
 from daemon.core.errors import SourceError, SourceUnavailable
 from daemon.sources.health import HealthBoard
-from daemon.sources.samples import Sample
+from daemon.sources.samples import Sample, SampleColumns
 from daemon.sources.store import SignalStore
 
 log = logging.getLogger(__name__)
@@ -27,10 +27,24 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class PollResult:
-    """What one successful poll produced; ``detail`` qualifies the source's state."""
+    """What one successful poll produced; ``detail`` qualifies the source's state.
 
-    samples: tuple[Sample, ...]
+    Attributes:
+        listed: Samples, one object each.
+        detail: What qualifies the source's state ("" when nothing does).
+        columns: More samples, as columns (a vLLM page's, which the store appends by column).
+    """
+
+    listed: tuple[Sample, ...]
     detail: str = ""
+    columns: SampleColumns | None = None
+
+    @property
+    def samples(self) -> tuple[Sample, ...]:
+        """Every sample of the poll: the columns' first, then those listed."""
+        if self.columns is None:
+            return self.listed
+        return (*self.columns.samples(), *self.listed)
 
 
 class PollingSource(Protocol):
@@ -101,7 +115,7 @@ class PollingRunner:
         except SourceError as exc:
             error = exc
         else:
-            self.store.add_scrape(result.samples)
+            self.store.add_scrape(result.listed, result.columns)
             self.health.succeeded(self.source.name, self.clock.monotonic(), result.detail)
             self.backoff.reset()
             self.on_poll(self.source.name, True)

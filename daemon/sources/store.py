@@ -33,8 +33,9 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import cast
 
-from daemon.sources.samples import Sample, SeriesKey
+from daemon.sources.samples import Sample, SampleColumns, SeriesKey
 from daemon.sources.scrape_columns import ColumnRing, ScrapeTimes
 from daemon.sources.series_ring import BYTES_PER_POINT, SeriesRing
 
@@ -97,6 +98,8 @@ class SignalStore:
         self._series: dict[SeriesKey, Ring] = {}
         # A polled source's scrape times, shared by its series (add_scrape).
         self._scrapes: dict[str, ScrapeTimes] = {}
+        # A polled source's last columns' keys and their series (add_scrape), while all held.
+        self._known_columns: dict[str, tuple[tuple[SeriesKey, ...], list[ColumnRing]]] = {}
         self._by_name: dict[str, set[SeriesKey]] = {}
         # Each source's series, least recently updated first.
         self._by_source: dict[str, OrderedDict[SeriesKey, None]] = {}
@@ -135,15 +138,50 @@ class SignalStore:
         for source, at in newest.items():
             self._forget_older(source, at - self._forget_after_s)
 
-    def add_scrape(self, samples: Iterable[Sample]) -> None:
+    def add_scrape(self, samples: Iterable[Sample], columns: SampleColumns | None = None) -> None:
         """Append the samples of one poll of a polled source, all stamped with the poll's time.
 
         As :meth:`add`, but the series of a source first seen here share its scrape times
         (:mod:`daemon.sources.scrape_columns`): half the memory a point. Samples of several
-        times are taken too, each time a scrape of its own.
+        times are taken too, each time a scrape of its own. ``columns`` are more samples of
+        the poll, taken first: columns on the same keys as the source's last ones (a page read
+        by its plan gives the same tuple) go straight to the series found then.
         """
-        series, by_source = self._series, self._by_source
         newest: dict[str, float] = {}
+        if columns is not None:
+            self._add_columns(columns, newest)
+        self._add_scraped(samples, newest)
+        for source, at in newest.items():
+            self._forget_older(source, at - self._forget_after_s)
+
+    def _add_columns(self, columns: SampleColumns, newest: dict[str, float]) -> None:
+        """Append ``columns`` as :meth:`_add_scraped` appends their samples, with the same result.
+
+        The series of the source's last columns are kept (until one of its series is forgotten)
+        when they are all of that source's scrape times: for the same keys again, a scrape
+        costs an append and a move in the source's order per value, no lookup and no sample.
+        """
+        source, keys, at = columns.source, columns.keys, columns.at
+        known = self._known_columns.get(source)
+        if known is None or known[0] is not keys:
+            self._add_scraped(columns.samples(), newest)
+            rings = [self._series.get(key) for key in keys]
+            if all(isinstance(ring, ColumnRing) and ring.source == source for ring in rings):
+                self._known_columns[source] = keys, cast("list[ColumnRing]", rings)
+            return
+        seq = self._scrapes[source].stamp(at)
+        if seq is None:
+            return  # out of order
+        if at > newest.get(source, -math.inf):
+            newest[source] = at
+        to_end = self._by_source[source].move_to_end
+        for key, ring, value in zip(keys, known[1], columns.values, strict=True):
+            ring.append_at(seq, at, value)
+            to_end(key)
+
+    def _add_scraped(self, samples: Iterable[Sample], newest: dict[str, float]) -> None:
+        """:meth:`add_scrape`'s appends, noting each source's newest time in ``newest``."""
+        series, by_source = self._series, self._by_source
         # The scrape stamped last: its source, its time, its sequence number (None: refused).
         # A poll's samples are all of one, so it is stamped once, not once a sample.
         stamped_source, stamped_at, seq = "", -math.inf, None
@@ -171,8 +209,6 @@ class SignalStore:
                     continue  # out of order
                 ring.append_at(seq, at, sample.value)
             by_source[source].move_to_end(key)
-        for source, at in newest.items():
-            self._forget_older(source, at - self._forget_after_s)
 
     def _admit(self, key: SeriesKey, source: str, *, scrape: bool = False) -> Ring | None:
         """A new ring for ``key`` if its source may hold one more series, else None.
@@ -264,6 +300,7 @@ class SignalStore:
         """Drop a series, e.g. one a restarted server no longer exposes."""
         ring = self._series.pop(key, None)
         if ring is not None:
+            self._known_columns.pop(ring.source, None)
             self._by_name[key.name].discard(key)
             if not self._by_name[key.name]:
                 del self._by_name[key.name]
@@ -275,6 +312,7 @@ class SignalStore:
             self.forget(key)
         self._by_source.pop(source, None)
         self._scrapes.pop(source, None)
+        self._known_columns.pop(source, None)
 
     def series_of(self, source: str) -> int:
         """Number of series ``source`` holds."""

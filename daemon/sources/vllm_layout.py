@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from daemon.sources.samples import Sample, SeriesKey
+from daemon.sources.samples import SampleColumns, SeriesKey
 from daemon.sources.vllm_vocabulary import BY_NAME, Aggregation
 
 Member = TypeVar("Member")
@@ -40,6 +40,8 @@ class Layout(Generic[Member]):
     outputs: tuple[Output[Member], ...]
     deprecated: frozenset[str]
     superseded: frozenset[str]
+    # The outputs' keys, one tuple for every page of the layout: the store knows it again.
+    keys: tuple[SeriesKey, ...]
 
 
 def layout(
@@ -80,16 +82,22 @@ def layout(
             if key not in explicit and key not in incomplete
         )
     outputs.sort(key=lambda output: (output.key.name, output.key.labels))
-    return Layout(tuple(outputs), frozenset(deprecated), frozenset(superseded))
+    keys = tuple(output.key for output in outputs)
+    return Layout(tuple(outputs), frozenset(deprecated), frozenset(superseded), keys)
 
 
 def evaluate(
     laid_out: Layout[Member], value_of: Callable[[Member], float], at: float, source: str
-) -> tuple[list[Sample], set[str]]:
-    """The samples of a layout, and the signals whose engines disagreed on a setting."""
-    samples: list[Sample] = []
+) -> tuple[SampleColumns, set[str]]:
+    """The samples of a layout, and the signals whose engines disagreed on a setting.
+
+    The samples come as columns on the layout's own keys (the same tuple at every page of the
+    layout) unless a setting disagreed, whose output is then left out.
+    """
+    values: list[float] = []
     inconsistent: set[str] = set()
-    for output in laid_out.outputs:
+    left_out: list[int] = []
+    for index, output in enumerate(laid_out.outputs):
         if output.aggregation is None:
             value: float | None = value_of(output.members[0])
         elif len(output.members) == 1:
@@ -102,9 +110,14 @@ def evaluate(
             value = reduce(output.aggregation, [value_of(member) for member in output.members])
         if value is None:
             inconsistent.add(output.signal)
+            left_out.append(index)
             continue
-        samples.append(Sample(output.key, value, at, source))
-    return samples, inconsistent
+        values.append(value)
+    keys = laid_out.keys
+    if left_out:
+        skipped = set(left_out)
+        keys = tuple(key for index, key in enumerate(keys) if index not in skipped)
+    return SampleColumns(keys, values, at, source), inconsistent
 
 
 def reduce(aggregation: Aggregation, values: list[float]) -> float | None:

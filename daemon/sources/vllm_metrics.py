@@ -43,7 +43,7 @@ from daemon.core.errors import MetricsParseError
 from daemon.sources.metric_pages import PageLimits, check_labels, check_sample_count, page_slices
 from daemon.sources.metric_text import ParsedSample, page_samples, plain_samples, plain_values
 from daemon.sources.page_shapes import PageMemo, PageShape, page_shape
-from daemon.sources.samples import Labels, Sample, SeriesKey
+from daemon.sources.samples import Labels, Sample, SampleColumns, SeriesKey
 from daemon.sources.vllm_layout import Layout, evaluate, layout
 from daemon.sources.vllm_vocabulary import (
     KNOWN_UNUSED_FAMILIES,
@@ -63,9 +63,10 @@ class VllmScrape:
     """What one ``/metrics`` page said, in canonical form, with what was odd about it.
 
     Attributes:
-        samples: Canonical samples sorted by name and labels: on a data-parallel server per
-            engine (label ``engine``) and aggregated (no ``engine``); on a server with one
-            engine, the aggregate alone (the same values, stored once).
+        columns: Canonical samples sorted by name and labels, as columns (keys and values;
+            :attr:`samples` as samples): on a data-parallel server per engine (label
+            ``engine``) and aggregated (no ``engine``); on a server with one engine, the
+            aggregate alone (the same values, stored once).
         engines: Values of the ``engine`` label seen, sorted; empty on older servers.
         unknown_families: vLLM families (``vllm:name``) neither mapped nor known to be unused;
             usually a rename the vocabulary has not caught up with.
@@ -78,7 +79,7 @@ class VllmScrape:
         underscore_prefix: The page spelled ``vllm:`` as ``vllm_`` (an OpenMetrics answer).
     """
 
-    samples: tuple[Sample, ...]
+    columns: SampleColumns
     engines: tuple[str, ...] = ()
     unknown_families: frozenset[str] = frozenset()
     deprecated_families: frozenset[str] = frozenset()
@@ -86,6 +87,11 @@ class VllmScrape:
     inconsistent_signals: frozenset[str] = frozenset()
     dropped_samples: int = 0
     underscore_prefix: bool = False
+
+    @property
+    def samples(self) -> tuple[Sample, ...]:
+        """The canonical samples, one object each (the store takes :attr:`columns`)."""
+        return self.columns.samples()
 
     @property
     def version_hints(self) -> tuple[str, ...]:
@@ -479,9 +485,9 @@ def _read_by_plan(  # noqa: PLR0917 - the parse's own arguments, and the plan
         return None
     if plan.layout is not None and _all_finite(values):
         values.extend(plan.constants)
-        samples, inconsistent = evaluate(plan.layout, values.__getitem__, at, source)
+        columns, inconsistent = evaluate(plan.layout, values.__getitem__, at, source)
         return VllmScrape(
-            samples=tuple(samples),
+            columns=columns,
             engines=tuple(sorted(plan.engines)),
             unknown_families=plan.unknown,
             deprecated_families=plan.layout.deprecated,
@@ -589,9 +595,9 @@ def _canonical(gathered: _Gathered, at: float, source: str) -> VllmScrape:
         gathered.incomplete,
         per_engine=len(gathered.engines) > 1,
     )
-    samples, inconsistent = evaluate(laid_out, float, at, source)
+    columns, inconsistent = evaluate(laid_out, float, at, source)
     return VllmScrape(
-        samples=tuple(samples),
+        columns=columns,
         engines=tuple(sorted(gathered.engines)),
         unknown_families=frozenset(gathered.unknown),
         deprecated_families=laid_out.deprecated,

@@ -101,7 +101,7 @@ class VllmSource:
                 Sample(SeriesKey("vllm_version_info", version_labels), 1.0, now, self.name)
             )
         detail = {True: "", False: "unhealthy", None: "health check slow"}[healthy]
-        return PollResult((*scrape.samples, *extra), detail)
+        return PollResult(tuple(extra), detail, scrape.columns)
 
     async def _healthy(self) -> bool | None:
         """Whether ``/health`` answers 200; None when it takes more than half the time limit.
