@@ -101,6 +101,10 @@ class SignalStore:
         # A polled source's last columns' keys and their series (add_scrape), while all held.
         self._known_columns: dict[str, tuple[tuple[SeriesKey, ...], list[ColumnRing]]] = {}
         self._by_name: dict[str, set[SeriesKey]] = {}
+        # Each name's keys in keys()'s order, sorted at the first ask after one came or went:
+        # a view asks for every histogram's buckets (thousands of keys with sixteen servers)
+        # at every evaluation, and they change only when a series does.
+        self._sorted_keys: dict[str, list[SeriesKey]] = {}
         # Each source's series, least recently updated first.
         self._by_source: dict[str, OrderedDict[SeriesKey, None]] = {}
         self._quota_reached: set[str] = set()
@@ -237,6 +241,7 @@ class SignalStore:
             ring = SeriesRing(self._points_per_series, source)
         self._series[key] = ring
         self._by_name.setdefault(key.name, set()).add(key)
+        self._sorted_keys.pop(key.name, None)
         mine[key] = None
         return ring
 
@@ -267,9 +272,14 @@ class SignalStore:
 
     def keys(self, name: str, **labels: str) -> list[SeriesKey]:
         """Series named ``name`` whose labels include ``labels``, in a stable order."""
+        ordered = self._sorted_keys.get(name)
+        if ordered is None:
+            ordered = sorted(self._by_name.get(name, ()), key=lambda key: key.labels)
+            self._sorted_keys[name] = ordered
+        if not labels:
+            return list(ordered)
         wanted = set(labels.items())
-        found = [key for key in self._by_name.get(name, ()) if wanted <= set(key.labels)]
-        return sorted(found, key=lambda key: key.labels)
+        return [key for key in ordered if wanted <= set(key.labels)]
 
     def points(self, key: SeriesKey, since: float = float("-inf")) -> list[Point]:
         """Points of ``key`` observed at or after ``since``, oldest first."""
@@ -301,6 +311,7 @@ class SignalStore:
         ring = self._series.pop(key, None)
         if ring is not None:
             self._known_columns.pop(ring.source, None)
+            self._sorted_keys.pop(key.name, None)
             self._by_name[key.name].discard(key)
             if not self._by_name[key.name]:
                 del self._by_name[key.name]
