@@ -440,9 +440,11 @@ def test_a_request_s_priority_orders_the_queue_only_under_the_priority_policy(
         assert sim.complete({"prompt": "warm up", "max_tokens": 1})[0] == 200
         threads = [send("first", {"prompt": "a", "max_tokens": 300})]
         until(lambda: gauge("vllm_num_requests_running") == 1, 10, "nothing ran", sim)
-        threads.append(send("batch", {"prompt": "b", "max_tokens": 4, "priority": 10}))
+        # 40 tokens each: their answers come back 40 engine steps apart, longer than a loaded
+        # machine delays a client thread; at 4 a CI run read both back before the first one.
+        threads.append(send("batch", {"prompt": "b", "max_tokens": 40, "priority": 10}))
         until(lambda: gauge("vllm_num_requests_waiting") == 1, 10, "batch never queued", sim)
-        threads.append(send("online", {"prompt": "c", "max_tokens": 4}))
+        threads.append(send("online", {"prompt": "c", "max_tokens": 40}))
         until(lambda: gauge("vllm_num_requests_waiting") == 2, 10, "online never queued", sim)
         assert gauge("vllm_num_requests_running") == 1, "the first request ended too soon"
         for thread in threads:

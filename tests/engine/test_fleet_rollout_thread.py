@@ -129,6 +129,9 @@ async def approved(fleet: Fleet, double: SlackDouble, new: float) -> Message:
     """Propose the group change on h1, and approve it with the message's button."""
     fleet.proposals.propose(intent(old=64, new=new, policy=POLICY))
     await eventually(lambda: len(top_messages(double)) == 1, "the proposal's message")
+    # Click only once the listing has shown it pending: on a loaded machine the watcher,
+    # polling every 20 ms, once missed a state the click ended within one poll.
+    await eventually(lambda: fleet.states == ["pending"], "the proposal listed as pending")
     await double.socket.wait_connections(1)
     message = top_messages(double)[0]
     payload = block_actions(message, ALICE, "approval.approve", action_ts="1700002000.000001")
