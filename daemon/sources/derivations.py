@@ -21,6 +21,7 @@ alternately from two exporters (1000, 999, 1000...) must not pass for 999 events
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 
 from daemon.sources.domains import COUNT, Implausible
@@ -95,7 +96,11 @@ def _reset_aware_increase(points: Sequence[Point]) -> float:
     Raises:
         Implausible: a value is no count, or the counter fell without resetting.
     """
-    values = [value for _, value in points]
+    return _reset_aware_rise([value for _, value in points])
+
+
+def _reset_aware_rise(values: Sequence[float]) -> float:
+    """:func:`_reset_aware_increase` of points with these values."""
     # Every value a count (the usual case) is checked at once; the sum is not finite when one
     # value is not. Otherwise each is looked at, for the reason naming the first that is not.
     if not (math.isfinite(sum(values)) and min(values) >= COUNT.low and max(values) <= COUNT.high):
@@ -151,6 +156,34 @@ def counter_increase(
     if not window_covered(inside, window_s, min_coverage):
         return None
     return _reset_aware_increase(inside)
+
+
+def counter_increase_of_columns(
+    times: Sequence[float],
+    values: Sequence[float],
+    window_s: float,
+    now: float,
+    *,
+    min_coverage: float = DEFAULT_MIN_COVERAGE,
+) -> float | None:
+    """:func:`counter_increase` of the points ``zip(times, values)``, with the same answer.
+
+    The times are a series' (rising): the window is one slice of them, found by bisection, and
+    no point is made of a time and a value. Points with a value that is not finite go the
+    points' way.
+    """
+    if window_s <= 0:
+        message = f"window_s must be positive, not {window_s}"
+        raise ValueError(message)
+    first = bisect_right(times, now - window_s)
+    end = bisect_right(times, now, lo=first)
+    inside = values[first:end]
+    if not math.isfinite(sum(inside)):  # a NaN or an infinity (or a sum that overflowed)
+        points = list(zip(times, values, strict=True))
+        return counter_increase(points, window_s, now, min_coverage=min_coverage)
+    if end - first < 2 or times[end - 1] - times[first] < min_coverage * window_s:
+        return None
+    return _reset_aware_rise(inside)
 
 
 def counter_rate(

@@ -17,7 +17,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from daemon.sources.derivations import bucket_quantile, counter_increase, counter_rate
+from daemon.sources.derivations import (
+    bucket_quantile,
+    counter_increase,
+    counter_increase_of_columns,
+    counter_rate,
+)
 from daemon.sources.domains import Implausible
 from daemon.sources.samples import Labels, SeriesKey
 from daemon.sources.store import SignalStore
@@ -232,12 +237,16 @@ def _bucket_increases(
     """Each bucket's increase over the window by its bound, as histogram_quantile takes them."""
     if not all(_fresh(store, key, now, stale_after) for key in buckets):
         return None
-    by_bound = {
-        float(key.label("le") or "nan"): store.points(key, since=now - window_s) for key in buckets
-    }
+    by_bound = {float(key.label("le") or "nan"): key for key in buckets}
+    since = now - window_s
     increases = []
-    for upper, points in by_bound.items():
-        increase = counter_increase(points, window_s, now)
+    for upper, key in by_bound.items():
+        # A polled series keeps its points as columns: read so, with no point made of each.
+        columns = store.point_columns(key, since)
+        if columns is None:
+            increase = counter_increase(store.points(key, since), window_s, now)
+        else:
+            increase = counter_increase_of_columns(*columns, window_s, now)
         if increase is None:
             return None
         increases.append((upper, increase))

@@ -161,6 +161,23 @@ class ColumnRing:
             (time, value) for time, value, gap in zip(times, values, gaps, strict=True) if not gap
         ]
 
+    def since_columns(self, at: float) -> tuple[array[float], array[float]] | None:
+        """:meth:`since` as two columns, the times and the values; None if it had a gap.
+
+        Copied in C, a slice each, with no tuple a point: a view reads a window of every
+        bucket of every histogram its policies read (some 1,400 with sixteen servers).
+        """
+        if self._gaps is not None:
+            return None
+        last = self._last
+        if last < 0 or self.newest_at < at:
+            return array("d"), array("d")
+        first, _ = self._span()
+        if first > last:
+            return array("d", [self.newest_at]), array("d", [self._values[last % self._capacity]])
+        first = self._times.first_at_or_after(at, first, last)
+        return self._times.run(first, last), _run(self._values, self._capacity, first, last)
+
 
 def _run(ring: Slots, capacity: int, first: int, last: int) -> Slots:
     """Slots ``first`` to ``last`` (sequence numbers, at most ``capacity`` apart) of ``ring``."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import cast
@@ -285,6 +285,19 @@ class SignalStore:
         """Points of ``key`` observed at or after ``since``, oldest first."""
         ring = self._series.get(key)
         return [] if ring is None else ring.since(since)
+
+    def point_columns(
+        self, key: SeriesKey, since: float = float("-inf")
+    ) -> tuple[Sequence[float], Sequence[float]] | None:
+        """:meth:`points` as two columns, the times and the values, where a series keeps them so.
+
+        None where it does not (a series added one sample at a time, or one that missed a
+        scrape of its source): :meth:`points` then.
+        """
+        ring = self._series.get(key)
+        if ring is None:
+            return (), ()
+        return ring.since_columns(since) if isinstance(ring, ColumnRing) else None
 
     def source_of(self, key: SeriesKey) -> str | None:
         """The source that first reported ``key``."""

@@ -7,6 +7,8 @@ The store below is a real one that counts the windows read, one per counter per 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from daemon.sources.samples import SeriesKey
 from daemon.sources.store import Point, SignalStore
 from daemon.sources.view import ViewContext, signal_rows
@@ -30,6 +32,15 @@ class WindowCountingStore(SignalStore):
         """Count, then read as the store does."""
         self.windows_read += 1
         return super().points(key, since)
+
+    def point_columns(
+        self, key: SeriesKey, since: float = float("-inf")
+    ) -> tuple[Sequence[float], Sequence[float]] | None:
+        """Count a window read as columns, then read as the store does."""
+        columns = super().point_columns(key, since)
+        if columns is not None:
+            self.windows_read += 1
+        return columns
 
     def keys(self, name: str, **labels: str) -> list[SeriesKey]:
         """Count every key of ``name`` (the store looks through them all), then find."""
