@@ -25,6 +25,7 @@ from tests.support.completions_load import Outcome
 from tests.support.haproxy import BACKEND, SERVER, StatusWatch, gate_in_front
 from tests.support.live_windows import live_windows
 from tests.support.real_vllm import HARD_STOP_S, READY_S, RealVllm
+from tests.support.tasks import eventually
 
 pytestmark = [
     pytest.mark.real_vllm,
@@ -161,7 +162,13 @@ async def test_behind_a_gate_no_request_meets_the_draining_server(
         assert server.spawns() == spawns + 1, "one restart"
         assert stated(server)["max_num_seqs"] == wanted
         assert "DRAIN" in watch.seen, (watch.seen, result.outcome)
-        assert haproxy.stat(BACKEND, SERVER)["status"] == "UP"
+        # HAProxy's own check (every 200 ms, its timeout as long) sees the server up again;
+        # on two loaded cores a /health answer can outlast one check, so wait a bounded while.
+        await eventually(
+            lambda: haproxy.stat(BACKEND, SERVER)["status"] == "UP",
+            "HAProxy's health check to see the restarted server up",
+            timeout_s=30.0,
+        )
         assert result.entry_id is not None
         entry = journal.entry(result.entry_id)
         assert entry is not None
