@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
 # One point: its value; its time is its scrape's, kept once for all the source's series.
@@ -177,6 +178,26 @@ class ColumnRing:
             return array("d", [self.newest_at]), array("d", [self._values[last % self._capacity]])
         first = self._times.first_at_or_after(at, first, last)
         return self._times.run(first, last), _run(self._values, self._capacity, first, last)
+
+
+def append_scrape(
+    rings: Sequence[ColumnRing], seq: int, at: float, values: Iterable[float]
+) -> None:
+    """Each ring's value of scrape ``seq``, at ``at``, as :meth:`ColumnRing.append_at` sets it.
+
+    One loop for a poll's series (a vLLM page's 244) rather than a call each: a series that
+    had a value at the scrape before and never missed one (the usual case) only takes its
+    value; any other goes through :meth:`ColumnRing.append_at`.
+    """
+    for ring, value in zip(rings, values, strict=True):
+        # The ring's own fields, read and set here as append_at would (this is its module).
+        last = ring._last
+        if last >= 0 and last == seq - 1 and ring._gaps is None:
+            ring._values[seq % ring._capacity] = value
+            ring._last = seq
+            ring.newest_at = at
+        else:
+            ring.append_at(seq, at, value)
 
 
 def _run(ring: Slots, capacity: int, first: int, last: int) -> Slots:

@@ -36,7 +36,7 @@ from enum import Enum
 from typing import cast
 
 from daemon.sources.samples import Sample, SampleColumns, SeriesKey
-from daemon.sources.scrape_columns import ColumnRing, ScrapeTimes
+from daemon.sources.scrape_columns import ColumnRing, ScrapeTimes, append_scrape
 from daemon.sources.series_ring import BYTES_PER_POINT, SeriesRing
 
 log = logging.getLogger(__name__)
@@ -178,9 +178,9 @@ class SignalStore:
             return  # out of order
         if at > newest.get(source, -math.inf):
             newest[source] = at
+        append_scrape(known[1], seq, at, columns.values)
         to_end = self._by_source[source].move_to_end
-        for key, ring, value in zip(keys, known[1], columns.values, strict=True):
-            ring.append_at(seq, at, value)
+        for key in keys:
             to_end(key)
 
     def _add_scraped(self, samples: Iterable[Sample], newest: dict[str, float]) -> None:

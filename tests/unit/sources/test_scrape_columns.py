@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from daemon.sources.samples import Sample, SeriesKey, labels_of
-from daemon.sources.scrape_columns import BYTES_PER_POINT, ColumnRing, ScrapeTimes
+from daemon.sources.scrape_columns import BYTES_PER_POINT, ColumnRing, ScrapeTimes, append_scrape
 from daemon.sources.series_ring import BYTES_PER_POINT as RING_BYTES_PER_POINT
 from daemon.sources.store import SignalStore
 
@@ -107,3 +107,37 @@ def test_a_store_reads_a_scraped_series_back_with_its_gaps() -> None:
     assert store.points(health) == [(2.0, 1.0), (4.0, 1.0)]
     assert store.latest(health) == (4.0, 1.0)
     assert store.point_count == 5
+
+
+@given(
+    capacity=st.integers(min_value=1, max_value=8),
+    scrapes=st.lists(
+        st.tuples(
+            st.floats(min_value=0.0, max_value=5.0, allow_nan=False),
+            st.lists(st.booleans(), min_size=3, max_size=3),
+        ),
+        max_size=30,
+    ),
+)
+def test_a_scrape_appended_at_once_leaves_each_ring_as_its_own_appends_do(
+    capacity: int, scrapes: list[tuple[float, list[bool]]]
+) -> None:
+    one_by_one, at_once = ScrapeTimes(capacity), ScrapeTimes(capacity)
+    singles = [ColumnRing(one_by_one, capacity, "vllm/main") for _ in range(3)]
+    together = [ColumnRing(at_once, capacity, "vllm/main") for _ in range(3)]
+    at = 0.0
+    for step, (pause, present) in enumerate(scrapes):
+        at += pause
+        seq, same_seq = one_by_one.stamp(at), at_once.stamp(at)
+        assert seq is not None
+        assert seq == same_seq
+        values = [float(step * 10 + index) for index in range(3)]
+        for ring, value, there in zip(singles, values, present, strict=True):
+            if there:
+                ring.append_at(seq, at, value)
+        chosen = [index for index in range(3) if present[index]]
+        append_scrape([together[i] for i in chosen], seq, at, [values[i] for i in chosen])
+        for single, joint in zip(singles, together, strict=True):
+            assert joint.since(-1.0) == single.since(-1.0)
+            assert len(joint) == len(single)
+            assert joint.newest() == single.newest()
