@@ -42,6 +42,8 @@ class Layout(Generic[Member]):
     superseded: frozenset[str]
     # The outputs' keys, one tuple for every page of the layout: the store knows it again.
     keys: tuple[SeriesKey, ...]
+    # Each output's one member, when every output has one (a server with one engine).
+    single_members: tuple[Member, ...] | None = None
 
 
 def layout(
@@ -83,17 +85,31 @@ def layout(
         )
     outputs.sort(key=lambda output: (output.key.name, output.key.labels))
     keys = tuple(output.key for output in outputs)
-    return Layout(tuple(outputs), frozenset(deprecated), frozenset(superseded), keys)
+    single = None
+    if all(len(output.members) == 1 for output in outputs):
+        single = tuple(output.members[0] for output in outputs)
+    return Layout(tuple(outputs), frozenset(deprecated), frozenset(superseded), keys, single)
 
 
 def evaluate(
-    laid_out: Layout[Member], value_of: Callable[[Member], float], at: float, source: str
+    laid_out: Layout[Member],
+    value_of: Callable[[Member], float],
+    at: float,
+    source: str,
+    *,
+    no_negative_zero: bool = False,
 ) -> tuple[SampleColumns, set[str]]:
     """The samples of a layout, and the signals whose engines disagreed on a setting.
 
     The samples come as columns on the layout's own keys (the same tuple at every page of the
-    layout) unless a setting disagreed, whose output is then left out.
+    layout) unless a setting disagreed, whose output is then left out. With
+    ``no_negative_zero`` (the caller knows no member's value is -0.0), a layout whose outputs
+    have one member each takes their values as they are, in one pass: only a -0.0 differs
+    between a member's value and the sum or mean of it alone.
     """
+    if no_negative_zero and laid_out.single_members is not None:
+        as_they_are = list(map(value_of, laid_out.single_members))
+        return SampleColumns(laid_out.keys, as_they_are, at, source), set()
     values: list[float] = []
     inconsistent: set[str] = set()
     left_out: list[int] = []

@@ -425,6 +425,7 @@ class VllmPagePlan:
     # from had a value that was not finite, which changes the outputs.
     layout: Layout[int] | None = None
     constants: tuple[float, ...] = ()
+    no_negative_constant: bool = False  # no constant is -0.0 (or negative)
 
 
 def _parse_in_steps(
@@ -485,7 +486,13 @@ def _read_by_plan(  # noqa: PLR0917 - the parse's own arguments, and the plan
         return None
     if plan.layout is not None and _all_finite(values):
         values.extend(plan.constants)
-        columns, inconsistent = evaluate(plan.layout, values.__getitem__, at, source)
+        # Only a number written with a minus (or a label's, among the constants) is -0.0.
+        no_negative_zero = plan.no_negative_constant and "\n-" not in "\n" + "\n".join(
+            shape.numbers
+        )
+        columns, inconsistent = evaluate(
+            plan.layout, values.__getitem__, at, source, no_negative_zero=no_negative_zero
+        )
         return VllmScrape(
             columns=columns,
             engines=tuple(sorted(plan.engines)),
@@ -563,6 +570,7 @@ def _learn(
         unplaceable=gathered.unplaceable,
         layout=laid_out,
         constants=tuple(constants),
+        no_negative_constant=all(math.copysign(1.0, constant) > 0 for constant in constants),
     )
     memo.keep(shape, plan)
 

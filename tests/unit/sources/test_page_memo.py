@@ -149,3 +149,16 @@ def test_zeros_keep_their_sign_as_in_full(name: str) -> None:
         return [(sample.key, math.copysign(1.0, sample.value)) for sample in scrape.samples]
 
     assert signs(_parse(later, _primed(page))) == signs(_parse(later))
+
+
+def test_a_setting_of_minus_zero_in_a_label_keeps_its_sign_as_in_full() -> None:
+    """An info family's value is its label's: ``-0.0`` there is summed to 0, as in full."""
+    page = V0_33.replace('num_gpu_blocks="29205"', 'num_gpu_blocks="-0.0"')
+    later = _renumbered(page, lambda i, number: float(number) + i)
+
+    def signs(scrape: VllmScrape) -> list[tuple[object, float]]:
+        return [(sample.key, math.copysign(1.0, sample.value)) for sample in scrape.samples]
+
+    memo = _primed(page)
+    assert signs(_parse(later, memo)) == signs(_parse(later))
+    assert memo.recalled == 1  # read through the memo
