@@ -8,7 +8,11 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   ``tpot_p95 / tpot_target`` and ``preemptions / preemption_limit``. The TTFT budget is the
   part of the SLO left once a request has waited at the gate (SLO 2 s, gate wait up to the
   queue timeout: 1 s of TTFT inside vLLM by default); TTFT and TPOT are measured inside
-  vLLM, so a longer queue at the gate never reads as congestion inside it.
+  vLLM, so a longer queue at the gate never reads as congestion inside it. While nothing
+  waits at the gate (no queue, no refusals) the budget is the SLO itself (``ttft_slo_s``,
+  when given): no request spends any of it at the gate, and a TTFT p95 between the two meets
+  the SLO. Cutting there made the gate bind and turned requests away that static-default
+  served in time (a 70B at 0.8 of its capacity, cut 1024 -> 47 at 1.05x the 1.5 s target).
 - **Cut** when the pressure is above 1, by the gradient ``1 / pressure`` (between x0.5 and
   x0.9), applied to what is *in flight*, not to the cap: a cap far above the load binds
   nothing, and cutting it by 10% would take many ticks to matter. A 3x burst that breaks the
@@ -30,7 +34,12 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   3x a minute) because the pressure shows a raise only a window later; a faster growth
   overshoots and is cut again, the oscillation the proof's first run showed (4 <-> ~250).
   Without demand the cap stays where it is: latency measured on a light load says nothing
-  about a heavier one.
+  about a heavier one. Inside the band it grows too, at the same pace, while the gate turns
+  requests away at a cap below the calm load (below): a refused request is a certain miss,
+  and the server kept its latency in budget at more (a 70B cut to 4 by long prompts sat
+  inside its band for the rest of the day, refusing requests that static-default served
+  within the SLO). Not above the calm load: after a burst's cut, growing inside the band
+  only let the burst back in to be cut again (the 8B proof lost 0.4 points of SLO).
 - **Hold** otherwise, and whenever a signal it needs is stale or missing. A pressure above 1
   with no more requests in flight and queued than ``min_cap`` is the window remembering a
   burst that has left: no cut (even the lowest cap would admit them all). Nor when a cap below
@@ -38,12 +47,28 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   flight and queued: in that unsaturated state the latency is not the concurrency the cap
   admits, and a cut only trades TTFT inside vLLM for a wait at the gate, then meets the next
   burst too low (a 70B cut 40 -> 6 with 7 in flight, six seconds before a 2.5x burst).
+- **Evidence** before a latency cut: the load (in flight and queued) must have grown by
+  ``load_growth``, and by ``min_cap`` requests at least, over the **calm load**: the requests
+  in flight averaged over about a window of ticks with the pressure in its band and nobody
+  waiting at the gate (the demand itself, not what a cap let through). TTFT or TPOT over
+  budget at a load the server served within budget minutes before is the requests (long
+  prompts, whose prefills stall first tokens and every decode step alike), not the
+  concurrency: a cut only moves their wait to the gate (a 70B after a night of chat at ~37 in
+  flight met the day's 4k-token code prompts at a few: TPOT p95 1.26x its budget, cut
+  1024 -> 4 and held there for the rest of the day, 2-3% of the day's goodput under
+  static-default). A burst, or an overload that makes requests pile up inside vLLM, raises
+  the load and is cut as before. Preemptions are cut without it: a smaller batch frees KV at
+  any load. The calm load is remembered for ``calm_memory_s``; without one (at start, or
+  long after) a cut needs no evidence.
 - **Give back** a window of cuts that relieved nothing: a settle window after its first cut the
   latency window holds only requests admitted under the cuts; if the pressure has not eased
   by ``easing`` of what it was at that first cut while the gate queues or refuses, the latency
   is not the concurrency the gate admits (long prompts at a light load: a 70B cut 1024 -> 4
   with 19 in flight kept its TTFT at 1.37x) and the cuts only turn requests away. The cap goes
   back to where the window found it, and no cut comes until the pressure is back in its band.
+  The load at the window's first cut becomes the calm load: cutting there was shown to
+  relieve nothing, so the next latency cut needs the load to grow beyond it (on a 70B's day
+  of long prompts, cuts at 5-10 in flight came every minute or two, each given back).
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
 gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
@@ -54,6 +79,7 @@ at it with KV headroom a larger one.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -81,7 +107,11 @@ class SloBandState:
         episode_floor: The lowest cap of that window (``max_cut`` of what was in flight).
         episode_cap: The cap before the window's first cut.
         episode_pressure: The pressure at the window's first cut.
+        episode_load: The load (in flight and queued) at the window's first cut.
         futile: A window of cuts relieved nothing: no cut until the pressure is back in its band.
+        calm_load: The requests in flight while the pressure was inside its band and nobody
+            waited at the gate, averaged over about one window (``settle_s``), or None.
+        calm_at: The last tick that load was updated.
     """
 
     last_cut_at: float | None = None
@@ -91,7 +121,10 @@ class SloBandState:
     episode_floor: float = 0.0
     episode_cap: float | None = None
     episode_pressure: float | None = None
+    episode_load: float = 0.0
     futile: bool = False
+    calm_load: float | None = None
+    calm_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +135,8 @@ class SloBand:
         min_cap: Lowest cap.
         max_cap: Highest cap (vLLM's max-num-seqs).
         ttft_target_s: TTFT p95 budget inside vLLM (the SLO minus the wait at the gate).
+        ttft_slo_s: The TTFT SLO: the budget while nothing waits at the gate (None: always
+            ``ttft_target_s``). At least ``ttft_target_s``.
         tpot_target_s: Budget for the p95 of each finished request's TPOT (per request, as
             the SLO judges it; the fast loop reads ``request_tpot_p95_s``).
         preemption_limit_per_s: Preemptions per second that count as full pressure.
@@ -114,6 +149,9 @@ class SloBand:
         settle_s: The latency signals' window: the cuts of one window go no deeper than
             ``max_cut`` together, and a raise waits this long after a cut.
         easing: A pressure below ``easing * pressure_ref`` is still easing: no further cut.
+        load_growth: How much the load must have grown since the pressure was last in its
+            band before a TTFT pressure cuts (1.25: by a quarter).
+        calm_memory_s: How long the load of the last calm tick counts as evidence.
     """
 
     needs: ClassVar[tuple[str, ...]] = (
@@ -128,6 +166,7 @@ class SloBand:
     min_cap: int
     max_cap: int
     ttft_target_s: float = 1.0
+    ttft_slo_s: float | None = None
     tpot_target_s: float = 0.08
     preemption_limit_per_s: float = 0.5
     low_water: float = 0.6
@@ -137,6 +176,8 @@ class SloBand:
     grow_dwell_s: float = 5.0
     settle_s: float = 60.0
     easing: float = 0.9
+    load_growth: float = 1.25
+    calm_memory_s: float = 600.0
 
     def __post_init__(self) -> None:
         check_bounds(self.min_cap, self.max_cap)
@@ -147,6 +188,12 @@ class SloBand:
             raise ValueError(message)
         if self.max_growth <= 0 or min(self.cut_dwell_s, self.grow_dwell_s, self.settle_s) < 0:
             message = "slo-band needs max_growth > 0 and non-negative dwell times"
+            raise ValueError(message)
+        if self.ttft_slo_s is not None and not self.ttft_slo_s >= self.ttft_target_s:
+            message = "slo-band needs ttft_slo_s >= ttft_target_s (the SLO holds the target)"
+            raise ValueError(message)
+        if self.load_growth < 1 or self.calm_memory_s < 0:
+            message = "slo-band needs load_growth >= 1 and a non-negative calm_memory_s"
             raise ValueError(message)
 
     @property
@@ -165,16 +212,40 @@ class SloBand:
         known = signals.known(self.needs)
         if known is None:
             return hold_without(state, signals.missing(self.needs))
-        pressure, worst = self._pressure(known)
+        waiting = known["queued"] > 0 or bool(signals.gate_refusals_per_s)
+        pressure, worst = self._pressure(known, waiting=waiting)
+        if pressure <= 1 and not waiting:
+            state = self._calm(state, known["in_flight"], now)
         if pressure > 1:
             refused = signals.gate_refusals_per_s or 0.0
             return self._cut(state, known, pressure, worst, now, turned_away=refused > 0)
         if state.futile or state.episode_pressure is not None:
             # Back in its band: the cuts relieved the pressure, or it went of itself.
             state = replace(state, futile=False, episode_cap=None, episode_pressure=None)
-        if pressure >= self.low_water:
+        if pressure >= self.low_water and not self._refusing_below_calm(state, known, signals):
             return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
         return self._grow(state, known, signals, pressure, now)
+
+    @staticmethod
+    def _refusing_below_calm(
+        state: SloBandState, known: dict[str, float], signals: AdmissionSignals
+    ) -> bool:
+        """The gate turns requests away at a cap below the load the server served calmly."""
+        refusing = bool(signals.gate_refusals_per_s)
+        return refusing and state.calm_load is not None and known["cap"] < state.calm_load
+
+    def _calm(self, state: SloBandState, load: float, now: float) -> SloBandState:
+        """Fold this calm tick's load into the calm load, averaged over one window.
+
+        An average, not the last calm tick's load: the latency window lags the load, so while
+        a burst ramps up the pressure still reads calm, and the last calm load would be the
+        burst's own (the 8B proof's 3x bursts went uncut for seconds).
+        """
+        previous, then = state.calm_load, state.calm_at
+        if previous is None or then is None or now - then > self.calm_memory_s:
+            return replace(state, calm_load=load, calm_at=now)
+        weight = 1.0 - math.exp(-max(0.0, now - then) / max(self.settle_s, 1e-9))
+        return replace(state, calm_load=previous + (load - previous) * weight, calm_at=now)
 
     def _grow(
         self,
@@ -198,9 +269,11 @@ class SloBand:
         reason = f"pressure {pressure:.2f} < {self.low_water}, {known['queued']:g} queued"
         return decide(grown, cap, cap + growth, reason, min_cap=self.min_cap, max_cap=self.max_cap)
 
-    def _pressure(self, known: dict[str, float]) -> tuple[float, str]:
+    def _pressure(self, known: dict[str, float], *, waiting: bool) -> tuple[float, str]:
+        """The worst ratio to its budget; TTFT's is the SLO's while nobody waits at the gate."""
+        ttft_budget = self.ttft_target_s if waiting else self.ttft_slo_s or self.ttft_target_s
         ratios = {
-            "ttft_p95": known["ttft_p95_s"] / self.ttft_target_s,
+            "ttft_p95": known["ttft_p95_s"] / ttft_budget,
             "tpot_p95": known["tpot_p95_s"] / self.tpot_target_s,
             "preemptions": known["preemptions_per_s"] / self.preemption_limit_per_s,
         }
@@ -242,6 +315,7 @@ class SloBand:
             episode_floor=floor,
             episode_cap=state.episode_cap if episode else cap,
             episode_pressure=state.episode_pressure if episode else pressure,
+            episode_load=state.episode_load if episode else known["in_flight"] + known["queued"],
         )
         reason = f"{worst} at {pressure:.2f}x its budget: x{factor:.2f} of {base:g} in flight"
         # Never raise on a cut: with few requests in flight the product can exceed the cap.
@@ -268,6 +342,19 @@ class SloBand:
             # it and no queue, the latency is not the concurrency it admits (long prompts, a
             # slow step), and a cut below the load would only meet the next burst with it.
             return f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})"
+        calm, calm_at = state.calm_load, state.calm_at
+        recent = calm_at is not None and now - calm_at <= self.calm_memory_s
+        latency = worst != "preemptions"
+        grown = calm is None or (load >= self.load_growth * calm and load - calm >= self.min_cap)
+        if latency and recent and not grown:
+            # The server kept its latency in budget at this load minutes ago: the requests have
+            # changed (longer prompts, whose prefills stall TTFT and every decode step alike),
+            # not the concurrency, and a cut would only move their wait to the gate.
+            return (
+                f"{worst} over budget at a load of {load:g}, not {self.load_growth:g}x and "
+                f"{self.min_cap} more than the {calm:.3g} it served in budget: the requests, "
+                "not the concurrency"
+            )
         return None
 
     def _undo_futile(
@@ -294,7 +381,12 @@ class SloBand:
         relieved = pressure < self.easing * then
         if relieved or not (turned_away or known["queued"] > 0):
             return None
-        undone = replace(state, futile=True, episode_at=None, episode_cap=None)
+        # The server has shown that cutting at this load relieves nothing: the next latency
+        # cut needs the load to grow beyond it (the calm load's evidence rule).
+        calm = max(state.calm_load or 0.0, state.episode_load)
+        undone = replace(
+            state, futile=True, episode_at=None, episode_cap=None, calm_load=calm, calm_at=now
+        )
         reason = (
             f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "
             f"turned away: the cuts are given back"

@@ -325,12 +325,56 @@ def test_slo_band_gives_back_a_window_of_cuts_that_relieved_nothing() -> None:
     undone = band.step(state, stuck, 61.0)
     assert undone.cap == 1024
     assert "given back" in undone.reason
+    # Cutting at 19 relieved nothing: the next latency cut needs the load to grow beyond it.
+    assert undone.state.calm_load == 19
     # Still over budget: no cut until the pressure is back in its band; then cuts again.
     held = band.step(undone.state, replace(hot, ttft_p95_s=1.4), 70.0)
     assert held.cap is None
     assert "relieved nothing" in held.reason
     calm = band.step(undone.state, replace(hot, ttft_p95_s=0.8), 80.0)
-    assert band.step(calm.state, hot, 90.0).cap == 14
+    assert band.step(calm.state, replace(hot, in_flight=24), 90.0).cap == 17  # x0.746 of 24
+
+
+def test_slo_band_cuts_on_latency_only_with_evidence_that_the_load_grew() -> None:
+    band = SloBand(min_cap=4, max_cap=1024)
+    # A night of chat served in budget at 30 in flight, then long code prompts at 19.
+    night = band.step(band.initial_state(), at(cap=1024, in_flight=30, ttft_p95_s=0.5), 0.0)
+    assert night.state.calm_load == 30
+    code = at(cap=1024, in_flight=19, ttft_p95_s=1.34)
+    held = band.step(night.state, code, 30.0)
+    assert held.cap is None
+    assert "the requests, not the concurrency" in held.reason
+    # 37 is not yet a quarter more than 30; 38 is: a burst is cut as before.
+    assert band.step(night.state, replace(code, in_flight=37), 30.0).cap is None
+    assert band.step(night.state, replace(code, in_flight=38), 30.0).cap == 28
+    # TPOT likewise (long prompts' prefills stall every decode step); preemptions need no
+    # evidence: a smaller batch frees KV at any load.
+    tpot = band.step(night.state, replace(code, ttft_p95_s=0.5, tpot_p95_s=0.16), 30.0)
+    assert tpot.cap is None
+    assert "the requests, not the concurrency" in tpot.reason
+    assert band.step(night.state, replace(code, preemptions_per_s=1.5), 30.0).cap == 9
+    # A calm load older than calm_memory_s is no evidence: the cut comes as without one.
+    assert band.step(night.state, code, 601.0).cap == 14
+
+
+def test_slo_band_grows_inside_its_band_while_the_gate_turns_requests_away() -> None:
+    # Cut to 4 long ago; the pressure sits inside the band (0.6-1), the gate refuses requests.
+    # The server kept its latency in budget at 30 in flight with nobody waiting at the gate.
+    calm = SloBandState(calm_load=30.0, calm_at=90.0)
+    refusing = at(cap=4, in_flight=4, queued=3, ttft_p95_s=0.9, gate_refusals_per_s=0.2)
+    grown = BAND.step(calm, refusing, 100.0)
+    assert grown.cap == 5
+    # Without refusals, a queue inside the band is held (the hysteresis) ...
+    held = BAND.step(calm, replace(refusing, gate_refusals_per_s=0.0), 100.0)
+    assert held.cap is None
+    assert "inside the band" in held.reason
+    # ... and so is a cap above the calm load: a burst's cut, let back in, is cut again.
+    above = replace(refusing, cap=40, in_flight=40)
+    assert BAND.step(calm, above, 100.0).cap is None
+    assert BAND.step(BAND.initial_state(), refusing, 100.0).cap is None  # no calm load known
+    # Within a window of a cut the latency still shows the old cap: no raise yet.
+    after_cut = replace(calm, last_cut_at=90.0, pressure_ref=1.5)
+    assert BAND.step(after_cut, refusing, 100.0).cap is None
 
 
 def test_slo_band_keeps_cuts_that_eased_the_pressure_or_turned_nobody_away() -> None:
