@@ -47,28 +47,27 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   flight and queued: in that unsaturated state the latency is not the concurrency the cap
   admits, and a cut only trades TTFT inside vLLM for a wait at the gate, then meets the next
   burst too low (a 70B cut 40 -> 6 with 7 in flight, six seconds before a 2.5x burst).
-- **Evidence** before a latency cut: the load (in flight and queued) must have grown by
+- **Evidence** before a TTFT cut: the load (in flight and queued) must have grown by
   ``load_growth``, and by ``min_cap`` requests at least, over the **calm load**: the requests
   in flight averaged over about a window of ticks with the pressure in its band and nobody
-  waiting at the gate (the demand itself, not what a cap let through). TTFT or TPOT over
-  budget at a load the server served within budget minutes before is the requests (long
-  prompts, whose prefills stall first tokens and every decode step alike), not the
-  concurrency: a cut only moves their wait to the gate (a 70B after a night of chat at ~37 in
-  flight met the day's 4k-token code prompts at a few: TPOT p95 1.26x its budget, cut
-  1024 -> 4 and held there for the rest of the day, 2-3% of the day's goodput under
-  static-default). A burst, or an overload that makes requests pile up inside vLLM, raises
-  the load and is cut as before. Preemptions are cut without it: a smaller batch frees KV at
-  any load. The calm load is remembered for ``calm_memory_s``; without one (at start, or
-  long after) a cut needs no evidence.
+  waiting at the gate (the demand itself, not what a cap let through). TTFT over budget at a
+  load the server served within budget minutes before is the requests (long prompts), not
+  the concurrency: a cut only moves their wait to the gate. A burst, or an overload that
+  makes requests pile up inside vLLM, raises the load and is cut as before. TPOT needs no
+  such evidence at first: a smaller batch shortens every decode step (on the 8B's day of
+  4k-token code prompts, cuts from 145 in flight to 28 on TPOT kept 8 points of SLO), unless
+  its prefills are what stall the steps (the 70B's same day at a few in flight): the give-back
+  below finds that out, and then asks the same evidence. Preemptions are cut without it: a
+  smaller batch frees KV at any load. A load is remembered for ``calm_memory_s``.
 - **Give back** a window of cuts that relieved nothing: a settle window after its first cut the
   latency window holds only requests admitted under the cuts; if the pressure has not eased
   by ``easing`` of what it was at that first cut while the gate queues or refuses, the latency
   is not the concurrency the gate admits (long prompts at a light load: a 70B cut 1024 -> 4
   with 19 in flight kept its TTFT at 1.37x) and the cuts only turn requests away. The cap goes
   back to where the window found it, and no cut comes until the pressure is back in its band.
-  The load at the window's first cut becomes the calm load: cutting there was shown to
-  relieve nothing, so the next latency cut needs the load to grow beyond it (on a 70B's day
-  of long prompts, cuts at 5-10 in flight came every minute or two, each given back).
+  Cutting at the load of the window's first cut was shown to relieve nothing: the next TTFT or
+  TPOT cut needs the load to grow beyond it, as above (on a 70B's day of long prompts, cuts at
+  5-10 in flight came every minute or two, each given back).
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
 gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
@@ -112,6 +111,8 @@ class SloBandState:
         calm_load: The requests in flight while the pressure was inside its band and nobody
             waited at the gate, averaged over about one window (``settle_s``), or None.
         calm_at: The last tick that load was updated.
+        futile_load: The load at the first cut of the last window of cuts given back, or None.
+        futile_at: When they were given back.
     """
 
     last_cut_at: float | None = None
@@ -125,6 +126,8 @@ class SloBandState:
     futile: bool = False
     calm_load: float | None = None
     calm_at: float | None = None
+    futile_load: float | None = None
+    futile_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,20 +345,34 @@ class SloBand:
             # it and no queue, the latency is not the concurrency it admits (long prompts, a
             # slow step), and a cut below the load would only meet the next burst with it.
             return f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})"
-        calm, calm_at = state.calm_load, state.calm_at
-        recent = calm_at is not None and now - calm_at <= self.calm_memory_s
-        latency = worst != "preemptions"
-        grown = calm is None or (load >= self.load_growth * calm and load - calm >= self.min_cap)
-        if latency and recent and not grown:
-            # The server kept its latency in budget at this load minutes ago: the requests have
-            # changed (longer prompts, whose prefills stall TTFT and every decode step alike),
-            # not the concurrency, and a cut would only move their wait to the gate.
+        return self._no_evidence(state, load, worst, now)
+
+    def _no_evidence(self, state: SloBandState, load: float, worst: str, now: float) -> str | None:
+        """Why the load gives no evidence that a latency cut would help, or None."""
+        if worst == "ttft_p95" and not self._grown(load, state.calm_load, state.calm_at, now):
+            # The server kept TTFT in budget at this load minutes ago: the requests have
+            # changed (longer prompts), not the concurrency, and a cut would only move their
+            # wait to the gate.
             return (
                 f"{worst} over budget at a load of {load:g}, not {self.load_growth:g}x and "
-                f"{self.min_cap} more than the {calm:.3g} it served in budget: the requests, "
-                "not the concurrency"
+                f"{self.min_cap} more than the {state.calm_load:.3g} it served in budget: the "
+                "requests, not the concurrency"
+            )
+        if worst != "preemptions" and not self._grown(
+            load, state.futile_load, state.futile_at, now
+        ):
+            # Cuts at this load were given back lately: they relieved nothing.
+            return (
+                f"{worst} over budget at a load of {load:g}, where cuts relieved nothing "
+                f"lately ({state.futile_load:.3g})"
             )
         return None
+
+    def _grown(self, load: float, then: float | None, at: float | None, now: float) -> bool:
+        """Whether ``load`` has grown past ``then`` (remembered since ``at``), or none is known."""
+        if then is None or at is None or now - at > self.calm_memory_s:
+            return True
+        return load >= self.load_growth * then and load - then >= self.min_cap
 
     def _undo_futile(
         self,
@@ -382,10 +399,14 @@ class SloBand:
         if relieved or not (turned_away or known["queued"] > 0):
             return None
         # The server has shown that cutting at this load relieves nothing: the next latency
-        # cut needs the load to grow beyond it (the calm load's evidence rule).
-        calm = max(state.calm_load or 0.0, state.episode_load)
+        # cut needs the load to grow beyond it.
         undone = replace(
-            state, futile=True, episode_at=None, episode_cap=None, calm_load=calm, calm_at=now
+            state,
+            futile=True,
+            episode_at=None,
+            episode_cap=None,
+            futile_load=state.episode_load,
+            futile_at=now,
         )
         reason = (
             f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "

@@ -326,7 +326,7 @@ def test_slo_band_gives_back_a_window_of_cuts_that_relieved_nothing() -> None:
     assert undone.cap == 1024
     assert "given back" in undone.reason
     # Cutting at 19 relieved nothing: the next latency cut needs the load to grow beyond it.
-    assert undone.state.calm_load == 19
+    assert undone.state.futile_load == 19
     # Still over budget: no cut until the pressure is back in its band; then cuts again.
     held = band.step(undone.state, replace(hot, ttft_p95_s=1.4), 70.0)
     assert held.cap is None
@@ -335,7 +335,7 @@ def test_slo_band_gives_back_a_window_of_cuts_that_relieved_nothing() -> None:
     assert band.step(calm.state, replace(hot, in_flight=24), 90.0).cap == 17  # x0.746 of 24
 
 
-def test_slo_band_cuts_on_latency_only_with_evidence_that_the_load_grew() -> None:
+def test_slo_band_cuts_on_ttft_only_with_evidence_that_the_load_grew() -> None:
     band = SloBand(min_cap=4, max_cap=1024)
     # A night of chat served in budget at 30 in flight, then long code prompts at 19.
     night = band.step(band.initial_state(), at(cap=1024, in_flight=30, ttft_p95_s=0.5), 0.0)
@@ -347,12 +347,15 @@ def test_slo_band_cuts_on_latency_only_with_evidence_that_the_load_grew() -> Non
     # 37 is not yet a quarter more than 30; 38 is: a burst is cut as before.
     assert band.step(night.state, replace(code, in_flight=37), 30.0).cap is None
     assert band.step(night.state, replace(code, in_flight=38), 30.0).cap == 28
-    # TPOT likewise (long prompts' prefills stall every decode step); preemptions need no
-    # evidence: a smaller batch frees KV at any load.
-    tpot = band.step(night.state, replace(code, ttft_p95_s=0.5, tpot_p95_s=0.16), 30.0)
-    assert tpot.cap is None
-    assert "the requests, not the concurrency" in tpot.reason
+    # TPOT and preemptions need no such evidence: a smaller batch shortens each decode step
+    # and frees KV at any load.
+    assert band.step(night.state, replace(code, ttft_p95_s=0.5, tpot_p95_s=0.16), 30.0).cap == 9
     assert band.step(night.state, replace(code, preemptions_per_s=1.5), 30.0).cap == 9
+    # But TPOT cuts that were given back at this load lately need the load to grow too.
+    futile = replace(night.state, futile_load=19.0, futile_at=20.0)
+    tpot = band.step(futile, replace(code, ttft_p95_s=0.5, tpot_p95_s=0.16), 30.0)
+    assert tpot.cap is None
+    assert "relieved nothing lately" in tpot.reason
     # A calm load older than calm_memory_s is no evidence: the cut comes as without one.
     assert band.step(night.state, code, 601.0).cap == 14
 
