@@ -155,9 +155,15 @@ def test_under_kv_shortage_the_policy_chooses_whom_to_preempt(
 ) -> None:
     policy, server = policy_server
     expected = ["online", "batch"] if policy == "priority" else ["batch", "online"]
+    # A playing in which nothing was preempted tested nothing (the batch request had finished,
+    # or nearly, before vLLM's front end handed the online one over): it is played again,
+    # three times at most.
+    playings = [_real_scene(server, KV_SHORTAGE)]
+    while playings[-1][1] < 1 and len(playings) < 3:
+        playings.append(_real_scene(server, KV_SHORTAGE))
     for name, (order, preemptions) in {
-        "real": _real_scene(server, KV_SHORTAGE),
+        "real": playings[-1],
         "simulated": _simulated_scene(policy, KV_SHORTAGE),
     }.items():
-        assert order == expected, name
-        assert preemptions >= 1, name
+        assert order == expected, (name, playings)
+        assert preemptions >= 1, (name, playings)
