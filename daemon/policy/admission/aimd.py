@@ -20,11 +20,12 @@ from typing import ClassVar
 
 from daemon.policy.admission.signals import (
     DEFAULT_WINDOW_S,
+    DROP_AND_LATENCY_NEEDS,
     AdmissionSignals,
     Step,
-    check_bounds,
-    check_window,
+    check_controller,
     decide,
+    dropped,
     hold,
     hold_without,
 )
@@ -47,13 +48,7 @@ class Aimd:
         timeout_s: A latency above this counts as a drop (the TTFT SLO).
     """
 
-    needs: ClassVar[tuple[str, ...]] = (
-        "cap",
-        "in_flight",
-        "latency_s",
-        "preemptions_per_s",
-        "vllm_errors_per_s",
-    )
+    needs: ClassVar[tuple[str, ...]] = DROP_AND_LATENCY_NEEDS
 
     min_cap: int
     max_cap: int
@@ -63,8 +58,7 @@ class Aimd:
     window_s: float = DEFAULT_WINDOW_S
 
     def __post_init__(self) -> None:
-        check_bounds(self.min_cap, self.max_cap)
-        check_window(self.window_s)
+        check_controller(self.min_cap, self.max_cap, self.window_s)
         if not 0.5 <= self.backoff_ratio < 1.0:
             message = f"backoff_ratio must be in [0.5, 1), not {self.backoff_ratio}"
             raise ValueError(message)
@@ -80,12 +74,10 @@ class Aimd:
         if known is None:
             return hold_without(state, signals.missing(self.needs))
         cap, in_flight = known["cap"], known["in_flight"]
-        dropped = known["preemptions_per_s"] > 0 or known["vllm_errors_per_s"] > 0
-        if dropped or known["latency_s"] > self.timeout_s:
+        drop = dropped(known)
+        if drop or known["latency_s"] > self.timeout_s:
             target = max(1.0, min(cap - 1, math.floor(cap * self.backoff_ratio)))
-            why = (
-                "drop (preemptions or vLLM errors)" if dropped else f"latency > {self.timeout_s} s"
-            )
+            why = "drop (preemptions or vLLM errors)" if drop else f"latency > {self.timeout_s} s"
             return decide(state, cap, target, why, min_cap=self.min_cap, max_cap=self.max_cap)
         if in_flight * 2 >= cap:
             return decide(

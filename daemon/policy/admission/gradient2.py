@@ -31,8 +31,7 @@ from daemon.policy.admission.signals import (
     DEFAULT_WINDOW_S,
     AdmissionSignals,
     Step,
-    check_bounds,
-    check_window,
+    check_controller,
     decide,
     hold,
     hold_without,
@@ -83,8 +82,7 @@ class Gradient2:
     window_s: float = DEFAULT_WINDOW_S
 
     def __post_init__(self) -> None:
-        check_bounds(self.min_cap, self.max_cap)
-        check_window(self.window_s)
+        check_controller(self.min_cap, self.max_cap, self.window_s)
         if not 0 < self.smoothing <= 1 or self.long_window < 1 or self.tolerance < 1:
             message = "gradient2 needs 0 < smoothing <= 1, long_window >= 1 and tolerance >= 1"
             raise ValueError(message)

@@ -128,6 +128,35 @@ class AdmissionController(Protocol[S]):
         ...
 
 
+# What a limiter of the literature reads when it reacts to drops as well as latency (AIMD,
+# Vegas): the cap, the requests in flight, the latency and the two halves of a drop.
+DROP_AND_LATENCY_NEEDS = (
+    "cap",
+    "in_flight",
+    "latency_s",
+    "preemptions_per_s",
+    "vllm_errors_per_s",
+)
+
+
+def dropped(known: dict[str, float]) -> bool:
+    """Whether the window saw a drop: a preemption or a request vLLM refused or failed.
+
+    ``known`` holds the values of :data:`DROP_AND_LATENCY_NEEDS` (see the module docstring for
+    why these two are the limiters' packet loss).
+    """
+    return known["preemptions_per_s"] > 0 or known["vllm_errors_per_s"] > 0
+
+
+def check_controller(min_cap: int, max_cap: int, window_s: float) -> None:
+    """Refuse what no controller can work with: bounds no gate can keep, a window of nothing.
+
+    Every controller's ``__post_init__`` starts here, before checking its own parameters.
+    """
+    check_bounds(min_cap, max_cap)
+    check_window(window_s)
+
+
 def check_window(window_s: float) -> None:
     """Refuse a window that holds no sample: rates and quantiles need a positive one."""
     if not (math.isfinite(window_s) and window_s > 0):

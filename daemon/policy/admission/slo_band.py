@@ -85,8 +85,7 @@ from typing import ClassVar
 from daemon.policy.admission.signals import (
     AdmissionSignals,
     Step,
-    check_bounds,
-    check_window,
+    check_controller,
     decide,
     hold,
     hold_without,
@@ -183,8 +182,7 @@ class SloBand:
     calm_memory_s: float = 600.0
 
     def __post_init__(self) -> None:
-        check_bounds(self.min_cap, self.max_cap)
-        check_window(self.settle_s)
+        check_controller(self.min_cap, self.max_cap, self.settle_s)
         positive = (self.ttft_target_s, self.tpot_target_s, self.preemption_limit_per_s)
         if min(positive) <= 0 or not 0 < self.low_water < 1 or not 0 < self.max_cut < 0.9:
             message = "slo-band needs positive targets, 0 < low_water < 1 and 0 < max_cut < 0.9"

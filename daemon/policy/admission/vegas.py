@@ -28,11 +28,12 @@ from typing import ClassVar
 
 from daemon.policy.admission.signals import (
     DEFAULT_WINDOW_S,
+    DROP_AND_LATENCY_NEEDS,
     AdmissionSignals,
     Step,
-    check_bounds,
-    check_window,
+    check_controller,
     decide,
+    dropped,
     hold,
     hold_without,
 )
@@ -67,13 +68,7 @@ class Vegas:
         probe_multiplier: Probe the no-load latency every this many limits' worth of windows.
     """
 
-    needs: ClassVar[tuple[str, ...]] = (
-        "cap",
-        "in_flight",
-        "latency_s",
-        "preemptions_per_s",
-        "vllm_errors_per_s",
-    )
+    needs: ClassVar[tuple[str, ...]] = DROP_AND_LATENCY_NEEDS
 
     min_cap: int
     max_cap: int
@@ -83,8 +78,7 @@ class Vegas:
     window_s: float = DEFAULT_WINDOW_S
 
     def __post_init__(self) -> None:
-        check_bounds(self.min_cap, self.max_cap)
-        check_window(self.window_s)
+        check_controller(self.min_cap, self.max_cap, self.window_s)
         if not 0 < self.smoothing <= 1 or self.probe_multiplier < 1:
             message = "vegas needs 0 < smoothing <= 1 and probe_multiplier >= 1"
             raise ValueError(message)
@@ -113,8 +107,7 @@ class Vegas:
             return hold(learned, f"new no-load latency {latency:.3f} s")
         state = replace(state, estimate=estimate, windows_since_probe=windows)
         queue = math.ceil(estimate * (1 - no_load / latency))
-        dropped = known["preemptions_per_s"] > 0 or known["vllm_errors_per_s"] > 0
-        new, why = self._target(estimate, queue, dropped, known["in_flight"])
+        new, why = self._target(estimate, queue, dropped(known), known["in_flight"])
         if new is None:
             return hold(state, why)
         new = max(1.0, min(float(self.max_cap), new))
