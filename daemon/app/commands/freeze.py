@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from daemon.app.commands.proposals import ask
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_USAGE
+from daemon.app.commands.control_command import add_control_options, ask
+from daemon.app.defaults import EXIT_FAILURE, EXIT_OK, EXIT_USAGE
 from daemon.policy.durations import parse_duration
 
 
@@ -46,8 +45,7 @@ def _target(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("target", nargs="?", metavar="TARGET", help="the vLLM instance's name")
     group.add_argument("--all", action="store_true", help="every server (a global freeze)")
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
-    parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
+    add_control_options(parser)
 
 
 def main_freeze(args: argparse.Namespace) -> int:

@@ -9,15 +9,12 @@ the condition, the knob's current value, newer proposals and freezes.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Any
 
+from daemon.app.commands.control_command import add_control_options, ask, show_answer
 from daemon.app.commands.forecast_lines import forecast_lines
-from daemon.app.commands.status import socket_of
-from daemon.app.control_client import answer_or_say_why
-from daemon.app.defaults import DEFAULT_CONFIG, EXIT_FAILURE, EXIT_OK, EXIT_REFUSED
+from daemon.app.defaults import EXIT_FAILURE, EXIT_OK, EXIT_REFUSED
 
 UNKNOWN = "unknown"  # the state the daemon answers for an id it does not know
 
@@ -30,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         description="List the proposals waiting for a decision (oldest first), then the 20 "
         "most recently decided, with their change, reason, expiry and votes.",
     )
-    _common(listing)
+    add_control_options(listing)
     listing.add_argument("--json", action="store_true", help="print the raw JSON answer")
     listing.set_defaults(main=main_list)
     approve = subparsers.add_parser(
@@ -42,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     approve.add_argument(
         "id", metavar="ID", help="the proposal's id (see 'vllm-governor proposals')"
     )
-    _common(approve)
+    add_control_options(approve)
     approve.set_defaults(main=main_approve)
     reject = subparsers.add_parser(
         "reject",
@@ -53,25 +50,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "id", metavar="ID", help="the proposal's id (see 'vllm-governor proposals')"
     )
     reject.add_argument("--reason", default="", help="why, kept with the decision")
-    _common(reject)
+    add_control_options(reject)
     reject.set_defaults(main=main_reject)
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="config.toml in use")
-    parser.add_argument("--socket", type=Path, help="control socket (default: from the config)")
 
 
 def main_list(args: argparse.Namespace) -> int:
     """Print the proposals."""
-    answer = ask(args, "proposals")
-    if answer is None:
-        return EXIT_FAILURE
-    if args.json:
-        print(json.dumps(answer, indent=2))
-        return EXIT_OK
-    print(render(answer["proposals"]))
-    return EXIT_OK
+    return show_answer(args, ask(args, "proposals"), lambda answer: render(answer["proposals"]))
 
 
 def main_approve(args: argparse.Namespace) -> int:
@@ -82,11 +67,6 @@ def main_approve(args: argparse.Namespace) -> int:
 def main_reject(args: argparse.Namespace) -> int:
     """Reject one proposal and say what came of it."""
     return _decided(ask(args, "reject", id=args.id, reason=args.reason))
-
-
-def ask(args: argparse.Namespace, command: str, **call: Any) -> Any:
-    """Send ``command`` to the daemon; None (after saying why on stderr) when it failed."""
-    return answer_or_say_why(socket_of(args), command, **call)
 
 
 def _decided(answer: dict[str, Any] | None) -> int:
