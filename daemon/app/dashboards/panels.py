@@ -61,6 +61,17 @@ def series(metric: str, *matchers: str) -> str:
     return f"{metric}{{{', '.join(labels)}}}"
 
 
+def summed(expr: str, *labels: str) -> Query:
+    """The query of a count by label: ``expr`` summed by instance and ``labels``.
+
+    Its legend names each sum by the values of every label it keeps, so that no two series of
+    a panel read alike.
+    """
+    kept = ("instance", *labels)
+    legend = " ".join(f"{{{{{label}}}}}" for label in kept)
+    return Query(f"sum by ({', '.join(kept)}) ({expr})", legend)
+
+
 _BLOCKED = series("vllm_governor_decisions_total", 'kind="blocked"')
 # The guards of the hourly budgets: a policy's (budget_per_hour) and a knob's (hourly_budget).
 _BUDGET_BLOCKS = series(
@@ -140,13 +151,7 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Reloads since start",
                 "Reloads of the configuration and policies, applied or rejected.",
-                (
-                    Query(
-                        "sum by (instance, outcome) "
-                        f"({series('vllm_governor_config_reloads_total')})",
-                        "{{instance}} {{outcome}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_config_reloads_total"), "outcome"),),
                 width=6,
             ),
             Panel(
@@ -174,10 +179,10 @@ ROWS: tuple[Row, ...] = (
                 "Polls per second",
                 "Polls of each source by outcome. No ok polls is a stale source.",
                 (
-                    Query(
-                        "sum by (instance, source, outcome) "
-                        f"(rate({series('vllm_governor_source_polls_total')}[5m]))",
-                        "{{instance}} {{source}} {{outcome}}",
+                    summed(
+                        f"rate({series('vllm_governor_source_polls_total')}[5m])",
+                        "source",
+                        "outcome",
                     ),
                 ),
                 width=12,
@@ -217,49 +222,28 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Decisions since start, by kind",
                 "fired, resolved, intent, blocked, shadow, alert, notify, error.",
-                (
-                    Query(
-                        f"sum by (instance, kind) ({series('vllm_governor_decisions_total')})",
-                        "{{instance}} {{kind}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_decisions_total"), "kind"),),
                 width=6,
             ),
             Panel(
                 "Blocked since start, by guard",
                 "Attempts to act that a guard stopped (cooldown, budget, window, quarantined, "
                 "envelope, dwell, ...), by policy.",
-                (
-                    Query(
-                        f"sum by (instance, policy, guard) ({_BLOCKED})",
-                        "{{instance}} {{policy}} {{guard}}",
-                    ),
-                ),
+                (summed(_BLOCKED, "policy", "guard"),),
                 width=6,
             ),
             Panel(
                 "Budgets exhausted since start",
                 "Attempts to act stopped by a policy's hourly budget (budget) or a knob's "
                 "(knob_budget): the alert VllmGovernorBudgetExhausted.",
-                (
-                    Query(
-                        f"sum by (instance, policy, guard) ({_BUDGET_BLOCKS})",
-                        "{{instance}} {{policy}} {{guard}}",
-                    ),
-                ),
+                (summed(_BUDGET_BLOCKS, "policy", "guard"),),
                 width=12,
             ),
             Panel(
                 "Notifications since start",
                 "Notifications of notify actions by channel and outcome (queued, dropped, "
                 "error, no_channel).",
-                (
-                    Query(
-                        "sum by (instance, channel, outcome) "
-                        f"({series('vllm_governor_notifications_total')})",
-                        "{{instance}} {{channel}} {{outcome}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_notifications_total"), "channel", "outcome"),),
                 width=12,
             ),
         ),
@@ -271,25 +255,13 @@ ROWS: tuple[Row, ...] = (
                 "Changes since start, by final state",
                 "Changes of vLLM servers: done, reverted, failed (people must look), refused "
                 "(a check said no: nothing touched), abandoned, dry_run.",
-                (
-                    Query(
-                        "sum by (instance, target, state) "
-                        f"({series('vllm_governor_actuations_total')})",
-                        "{{instance}} {{target}} {{state}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_actuations_total"), "target", "state"),),
             ),
             Panel(
                 "Refusals since start, by check",
                 "Which check refused changes of vLLM servers (envelope, budget, dwell, freeze, "
                 "in_flight, no_baseline...): one count per check that said no.",
-                (
-                    Query(
-                        "sum by (instance, target, guard) "
-                        f"({series('vllm_governor_actuation_refusals_total')})",
-                        "{{instance}} {{target}} {{guard}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_actuation_refusals_total"), "target", "guard"),),
             ),
             Panel(
                 "Quarantined policies",
@@ -315,13 +287,7 @@ ROWS: tuple[Row, ...] = (
             Panel(
                 "Gate cap changes since start",
                 "Attempts to move an admission cap, by outcome.",
-                (
-                    Query(
-                        "sum by (instance, target, outcome) "
-                        f"({series('vllm_governor_gate_cap_changes_total')})",
-                        "{{instance}} {{target}} {{outcome}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_gate_cap_changes_total"), "target", "outcome"),),
                 width=12,
             ),
         ),
@@ -340,13 +306,7 @@ ROWS: tuple[Row, ...] = (
                 "Proposals since start, by state reached",
                 "pending, approved, rejected, expired (nobody answered: the alert "
                 "VllmGovernorProposalsExpired), superseded, applied, verified, ...",
-                (
-                    Query(
-                        "sum by (instance, state) "
-                        f"({series('vllm_governor_approval_outcomes_total')})",
-                        "{{instance}} {{state}}",
-                    ),
-                ),
+                (summed(series("vllm_governor_approval_outcomes_total"), "state"),),
                 width=12,
             ),
         ),
