@@ -151,9 +151,11 @@ class SloBand:
         settle_s: The latency signals' window: the cuts of one window go no deeper than
             ``max_cut`` together, and a raise waits this long after a cut.
         easing: A pressure below ``easing * pressure_ref`` is still easing: no further cut.
-        load_growth: How much the load must have grown since the pressure was last in its
-            band before a TTFT pressure cuts (1.25: by a quarter).
-        calm_memory_s: How long the load of the last calm tick counts as evidence.
+        load_growth: How much the load must have grown over the calm load (or over the load
+            of cuts given back as futile) before a latency cut (1.25: by a quarter, and by
+            ``min_cap`` requests at least).
+        calm_memory_s: How long the calm load, and the load of futile cuts, count as
+            evidence.
     """
 
     needs: ClassVar[tuple[str, ...]] = (
@@ -213,27 +215,19 @@ class SloBand:
         known = signals.known(self.needs)
         if known is None:
             return hold_without(state, signals.missing(self.needs))
-        waiting = known["queued"] > 0 or bool(signals.gate_refusals_per_s)
+        waiting = known["queued"] > 0 or _refusing(signals)
         pressure, worst = self._pressure(known, waiting=waiting)
         if pressure <= 1 and not waiting:
             state = self._calm(state, known["in_flight"], now)
         if pressure > 1:
-            refused = signals.gate_refusals_per_s or 0.0
-            return self._cut(state, known, pressure, worst, now, turned_away=refused > 0)
+            return self._cut(state, known, pressure, worst, now, turned_away=_refusing(signals))
         if state.futile or state.episode_pressure is not None:
             # Back in its band: the cuts relieved the pressure, or it went of itself.
             state = replace(state, futile=False, episode_cap=None, episode_pressure=None)
-        if pressure >= self.low_water and not self._refusing_below_calm(state, known, signals):
+        below_calm = self._below_calm(known["cap"], state, now)
+        if pressure >= self.low_water and not (_refusing(signals) and below_calm):
             return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
         return self._grow(state, known, signals, pressure, now)
-
-    @staticmethod
-    def _refusing_below_calm(
-        state: SloBandState, known: dict[str, float], signals: AdmissionSignals
-    ) -> bool:
-        """The gate turns requests away at a cap below the load the server served calmly."""
-        refusing = bool(signals.gate_refusals_per_s)
-        return refusing and state.calm_load is not None and known["cap"] < state.calm_load
 
     def _calm(self, state: SloBandState, load: float, now: float) -> SloBandState:
         """Fold this calm tick's load into the calm load, averaged over one window.
@@ -366,6 +360,11 @@ class SloBand:
             )
         return None
 
+    def _below_calm(self, cap: float, state: SloBandState, now: float) -> bool:
+        """Whether ``cap`` admits fewer than the calm load remembered (``calm_memory_s``)."""
+        calm, at = state.calm_load, state.calm_at
+        return calm is not None and at is not None and now - at <= self.calm_memory_s and cap < calm
+
     def _grown(self, load: float, then: float | None, at: float | None, now: float) -> bool:
         """Whether ``load`` has grown past ``then`` (remembered since ``at``), or none is known."""
         if then is None or at is None or now - at > self.calm_memory_s:
@@ -412,3 +411,8 @@ class SloBand:
         )
         cap = known["cap"]
         return decide(undone, cap, before, reason, min_cap=self.min_cap, max_cap=self.max_cap)
+
+
+def _refusing(signals: AdmissionSignals) -> bool:
+    """Whether the gate turns requests away (its 503s; an optional signal, NaN is none)."""
+    return (signals.gate_refusals_per_s or 0.0) > 0

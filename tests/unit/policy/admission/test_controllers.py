@@ -375,6 +375,7 @@ def test_slo_band_grows_inside_its_band_while_the_gate_turns_requests_away() -> 
     above = replace(refusing, cap=40, in_flight=40)
     assert BAND.step(calm, above, 100.0).cap is None
     assert BAND.step(BAND.initial_state(), refusing, 100.0).cap is None  # no calm load known
+    assert BAND.step(calm, refusing, 691.0).cap is None  # one older than calm_memory_s
     # Within a window of a cut the latency still shows the old cap: no raise yet.
     after_cut = replace(calm, last_cut_at=90.0, pressure_ref=1.5)
     assert BAND.step(after_cut, refusing, 100.0).cap is None
