@@ -108,12 +108,17 @@ class RealTimeDriver:
         return ticket
 
     def submit_load(
-        self, prompt_tokens: int, max_tokens: int, priority: int = 0
+        self, prompt_tokens: int, max_tokens: int, priority: int = 0, *, request_id: str = ""
     ) -> RejectReason | None:
-        """A request of the replayed workload arrives; None when taken, else why not."""
-        self._next_load_id += 1
-        load_id = f"load-{self._next_load_id}"
-        request = self._submit(prompt_tokens, max_tokens, load_id, priority)
+        """A request of the replayed workload arrives; None when taken, else why not.
+
+        ``request_id`` names it for whoever follows it to its record (the gate); by default
+        the driver numbers the load's requests itself.
+        """
+        if not request_id:
+            self._next_load_id += 1
+            request_id = f"load-{self._next_load_id}"
+        request = self._submit(prompt_tokens, max_tokens, request_id, priority)
         return request if isinstance(request, RejectReason) else None
 
     def abort(self, ticket: Ticket) -> None:

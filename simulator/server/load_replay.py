@@ -15,6 +15,7 @@ import logging
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from simulator.arrivals import Arrival
 from simulator.errors import SpecError, SpecIssue
@@ -73,13 +74,25 @@ class LoadTally:
         )
 
 
+class LoadGate(Protocol):
+    """An admission gate the arrivals pass instead of going straight into the engine."""
+
+    def arrive(self, arrival: Arrival) -> None:
+        """The arrival reaches the gate now (the gate counts what becomes of it)."""
+
+
 async def replay(
-    driver: RealTimeDriver, arrivals: Sequence[Arrival], origin: float, tally: LoadTally
+    driver: RealTimeDriver,
+    arrivals: Sequence[Arrival],
+    origin: float,
+    tally: LoadTally,
+    gate: LoadGate | None = None,
 ) -> None:
     """Submit each arrival at ``origin + arrived_at`` (simulated seconds) until the last.
 
     The simulated clock starts when the server becomes ready, so an arrival due before 0
-    (an origin in the past) came while the server was down.
+    (an origin in the past) came while the server was down. With a ``gate`` each arrival
+    reaches it instead (:mod:`simulator.server.gated_load`).
     """
     clock = driver.clock
     index = 0
@@ -94,6 +107,10 @@ async def replay(
         now = clock.now()
         while index < len(arrivals) and origin + arrivals[index].arrived_at <= now:
             arrival = arrivals[index]
+            index += 1
+            if gate is not None:
+                gate.arrive(arrival)
+                continue
             reason = driver.submit_load(
                 arrival.prompt_tokens, arrival.output_tokens, arrival.priority
             )
@@ -101,5 +118,4 @@ async def replay(
                 tally.submitted += 1
             else:
                 tally.rejected[reason.value] += 1
-            index += 1
     log.info("load: the workload is over; %s", tally.summary())

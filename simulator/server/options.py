@@ -25,6 +25,23 @@ from simulator.vllm_config import load_vllm_config
 
 
 @dataclass(frozen=True, slots=True)
+class GateOptions:
+    """``--gate-socket``: the replayed load passes a gate (:mod:`simulator.server.gated_load`).
+
+    Attributes:
+        socket: The Unix socket that answers HAProxy's runtime API over the gate.
+        backend: The backend's name there (``[vllm.gate] backend``).
+        server: The server's name there (``[vllm.gate] server``).
+        queue_timeout_s: HAProxy's ``timeout queue``: the longest wait before a 503.
+    """
+
+    socket: Path
+    backend: str = "vllm"
+    server: str = "main"
+    queue_timeout_s: float = 1.5
+
+
+@dataclass(frozen=True, slots=True)
 class ServeOptions:
     """The command line of ``sim serve``.
 
@@ -41,6 +58,7 @@ class ServeOptions:
         summary: Where to append this process's summary line on exit, or None.
         log_level: The logging level (vLLM's ``VLLM_LOGGING_LEVEL``, read from the
             environment at start).
+        gate: The gate in front of the replayed load, or None.
     """
 
     config: Path
@@ -53,6 +71,7 @@ class ServeOptions:
     loading_s: float | None = None
     summary: Path | None = None
     log_level: int = logging.INFO
+    gate: GateOptions | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +90,7 @@ class ServePlan:
         summary: As in :class:`ServeOptions`.
         given: The options given (file and flags), as vLLM logs them at start.
         log_level: As in :class:`ServeOptions`.
+        gate: As in :class:`ServeOptions`.
     """
 
     profile: EngineProfile
@@ -84,6 +104,7 @@ class ServePlan:
     summary: Path | None = None
     given: dict[str, Any] = field(default_factory=dict)
     log_level: int = logging.INFO
+    gate: GateOptions | None = None
 
     @property
     def log_requests(self) -> bool:
@@ -114,6 +135,8 @@ def resolve(options: ServeOptions) -> ServePlan:
     load_name = None
     if options.load is not None:
         arrivals, load_name = load_arrivals(options.load, options.load_seed)
+    if options.gate is not None:
+        _check_gate(options.gate, options.load, options.config)
     return ServePlan(
         profile=profile,
         settings=settings,
@@ -126,6 +149,7 @@ def resolve(options: ServeOptions) -> ServePlan:
         summary=options.summary,
         given=_given(options.config, host, port),
         log_level=options.log_level,
+        gate=options.gate,
     )
 
 
@@ -145,3 +169,14 @@ def _port(text: str, config: Path) -> int:
         message = f"invalid port {text!r}: expected an integer from 0 to 65535"
         raise SpecError([SpecIssue(config, 0, 0, "port", message)])
     return port
+
+
+def _check_gate(gate: GateOptions, load: str | None, config: Path) -> None:
+    """The gate fronts the replayed load: it needs one, and a positive queue timeout."""
+    problem = None
+    if load is None:
+        problem = "--gate-socket puts a gate in front of the --load replay: give --load"
+    elif not gate.queue_timeout_s > 0:
+        problem = f"the gate's queue timeout must be positive, not {gate.queue_timeout_s}"
+    if problem is not None:
+        raise SpecError([SpecIssue(config, 0, 0, "gate", problem)])

@@ -5,7 +5,9 @@ The lifecycle follows ``vllm serve`` as the governor sees it:
 1. **Loading.** The port stays closed (connections are refused) for the loading time, as
    vLLM's is until its engine is built. SIGTERM now exits at once.
 2. **Serving.** The port opens; the engine driver and, with ``--load``, the workload replay
-   run as named tasks under one task group.
+   run as named tasks under one task group; with ``--gate-socket`` the replay passes an
+   admission gate whose cap HAProxy's runtime API on that socket moves
+   (:mod:`simulator.server.gated_load`).
 3. **SIGTERM (or SIGINT).** The engine drains for up to ``shutdown-timeout`` s of the YAML
    (0, the default, aborts in-flight requests at once); new requests get 500 meanwhile. When
    it has stopped, the port closes and the process exits 0.
@@ -28,13 +30,16 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, GCCollector, PlatformCollector, ProcessCollector
 
 from simulator.engine import Engine
+from simulator.requests import FinishedRequest
 from simulator.server.clock import LoopClock
 from simulator.server.driver import RealTimeDriver
+from simulator.server.gated_load import GatedLoad
 from simulator.server.load_replay import LoadTally, replay
 from simulator.server.metrics import VllmMetrics
 from simulator.server.options import ServePlan
 from simulator.server.routes import VllmApi
 from simulator.server.run_summary import RunLedger, append_summary, summary_line
+from simulator.server.virtual_haproxy import VirtualHaproxy, serve_haproxy
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -78,25 +83,61 @@ async def serve(plan: ServePlan, stop: asyncio.Event) -> int:
     driver = RealTimeDriver(engine, clock, metrics, log_requests=plan.log_requests)
     ledger = RunLedger()
     driver.on_finished = ledger.observe
+    tally = LoadTally(total=len(plan.arrivals))
+    gated = _gated_load(plan, driver, ledger, tally)
     runner = await _listen(plan, VllmApi(driver, registry, plan.settings.served_model_name))
     if runner is None:
         return EXIT_FAILURE
+    haproxy = None
+    if gated is not None:
+        assert plan.gate is not None
+        keeper = VirtualHaproxy(gated, plan.gate.backend, plan.gate.server)
+        haproxy = await serve_haproxy(keeper, plan.gate.socket)
+        log.info("gate: HAProxy's runtime API on %s, cap %d", plan.gate.socket, gated.gate.cap)
     ready_at = time.time()
-    tally = LoadTally(total=len(plan.arrivals))
     failed = False
     try:
-        await _run_tasks(plan, driver, stop, tally)
+        await _run_tasks(plan, driver, stop, tally, gated)
     except* Exception:
         # The failed task has been logged by its guard; the others were cancelled.
         failed = True
+    if haproxy is not None:
+        haproxy.close()
     await runner.cleanup()
     if failed:
         log.error("the server failed; exiting")
         return EXIT_FAILURE
     _log_summary(driver, engine, tally)
+    if gated is not None:
+        counts = gated.counts
+        log.info(
+            "gate: %d requests waited (%.1f s in all), %d refused with a 503",
+            counts.waited,
+            counts.waited_s,
+            counts.refused,
+        )
     if plan.summary is not None:
-        _write_summary(plan, driver, ledger, tally, ready_at)
+        gate = None if gated is None else gated.counts.line(gated.gate.cap)
+        _write_summary(plan, driver, ledger, tally, ready_at, gate=gate)
     return EXIT_OK
+
+
+def _gated_load(
+    plan: ServePlan, driver: RealTimeDriver, ledger: RunLedger, tally: LoadTally
+) -> GatedLoad | None:
+    """The gate in front of the replayed load (``--gate-socket``), open at ``max-num-seqs``."""
+    if plan.gate is None:
+        return None
+    gated = GatedLoad(
+        driver, plan.settings.max_num_seqs, plan.gate.queue_timeout_s, tally, ledger.observe
+    )
+
+    def finished(record: FinishedRequest) -> None:
+        if not gated.finished(record):
+            ledger.observe(record)
+
+    driver.on_finished = finished
+    return gated
 
 
 async def _stopped_while_loading(plan: ServePlan, stop: asyncio.Event) -> bool:
@@ -142,19 +183,27 @@ async def _listen(plan: ServePlan, api: VllmApi) -> web.AppRunner | None:
 
 
 async def _run_tasks(
-    plan: ServePlan, driver: RealTimeDriver, stop: asyncio.Event, tally: LoadTally
+    plan: ServePlan,
+    driver: RealTimeDriver,
+    stop: asyncio.Event,
+    tally: LoadTally,
+    gated: GatedLoad | None,
 ) -> None:
-    """Run the driver (and the load) until SIGTERM, then drain."""
+    """Run the driver (and the load, and its gate) until SIGTERM, then drain."""
     async with asyncio.TaskGroup() as tasks:
         engine_driver = _guarded("engine driver", driver.run(), until=stop)
         tasks.create_task(engine_driver, name="engine driver")
         load = None
+        gate = None
+        if gated is not None:
+            coroutine = _guarded("gate", gated.run(), until=stop)
+            gate = tasks.create_task(coroutine, name="gate")
         if plan.arrivals:
             origin = driver.clock.now()
             if plan.load_origin is not None:
                 origin -= time.time() - plan.load_origin
             log.info("load: replaying %s (%d arrivals)", plan.load_name, len(plan.arrivals))
-            coroutine = replay(driver, plan.arrivals, origin, tally)
+            coroutine = replay(driver, plan.arrivals, origin, tally, gated)
             load = tasks.create_task(_guarded("load replay", coroutine), name="load replay")
         await stop.wait()
         timeout = plan.settings.shutdown_timeout
@@ -170,6 +219,10 @@ async def _run_tasks(
         await driver.shutdown()
         if load is not None:
             load.cancel()
+        if gate is not None:
+            gate.cancel()
+    if gated is not None:
+        gated.close()
 
 
 async def _guarded(
@@ -208,7 +261,13 @@ def _registry() -> CollectorRegistry:
 
 
 def _write_summary(
-    plan: ServePlan, driver: RealTimeDriver, ledger: RunLedger, tally: LoadTally, ready_at: float
+    plan: ServePlan,
+    driver: RealTimeDriver,
+    ledger: RunLedger,
+    tally: LoadTally,
+    ready_at: float,
+    *,
+    gate: dict[str, Any] | None,
 ) -> None:
     """Append this process's line to ``--summary`` (see :mod:`simulator.server.run_summary`)."""
     assert plan.summary is not None
@@ -226,7 +285,13 @@ def _write_summary(
             "rejected": dict(tally.rejected),
         }
     _append(
-        plan, _settings_of(plan), ready_at, ledger=ledger, preemptions=totals.preemptions, load=load
+        plan,
+        _settings_of(plan),
+        ready_at,
+        ledger=ledger,
+        preemptions=totals.preemptions,
+        load=load,
+        gate=gate,
     )
 
 
@@ -247,6 +312,7 @@ def _append(
     ledger: RunLedger,
     preemptions: int,
     load: dict[str, Any] | None,
+    gate: dict[str, Any] | None = None,
 ) -> None:
     """Append one line to ``--summary``; a process stopped while loading has ``ready_at`` None."""
     assert plan.summary is not None
@@ -257,6 +323,7 @@ def _append(
         stopped_at=time.time(),
         preemptions=preemptions,
         load=load,
+        gate=gate,
     )
     try:
         append_summary(plan.summary, line)

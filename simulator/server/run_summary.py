@@ -11,7 +11,11 @@ workload), the two lanes apart (``lanes``: online requests and those that met
 the SLO; batch requests, those completed and their output tokens; :mod:`simulator.lanes`
 says which is which), and which slice of the ``--load`` workload this process dealt with:
 arrivals ``[first, next)`` in workload order, so that the arrivals no process dealt with
-(they fell while the server was down) can be counted by whoever reads the lines. A process
+(they fell while the server was down) can be counted by whoever reads the lines, and, with
+``--gate-socket``, what the gate in front of the load did (``gate``: its cap at the end, the
+requests that waited there and their waits, those it refused with a 503, and both per second
+of arrival, :mod:`simulator.server.gated_load`); the refused are rejections, SLO misses, in
+the counts above. A process
 stopped while it was still loading writes a line too, with ``ready_at`` null and no requests.
 """
 
@@ -92,8 +96,12 @@ def summary_line(
     stopped_at: float,
     preemptions: int,
     load: dict[str, Any] | None,
+    gate: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The JSON object of one process (Unix seconds; ``ready_at`` None: it never served)."""
+    """The JSON object of one process (Unix seconds; ``ready_at`` None: it never served).
+
+    ``gate`` is what the gate in front of the load did (``--gate-socket``), or None.
+    """
     return {
         "ready_at": ready_at,
         "stopped_at": stopped_at,
@@ -117,6 +125,7 @@ def summary_line(
             },
         },
         "load": load,
+        "gate": gate,
         "given_up_s": round(ledger.given_up_s, 3),
         "by_arrival_second": [
             [second, count, ledger.met_by_second[second]]

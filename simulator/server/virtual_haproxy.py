@@ -1,20 +1,26 @@
-"""HAProxy's runtime API over a virtual run's gate, as the governor's gate client speaks it.
+"""HAProxy's runtime API over a simulated gate, as the governor's gate client speaks it.
 
 The governor moves an admission cap with ``set maxconn server B/S N``, drains the server before
 a restart with ``set server B/S state drain`` (``ready`` lifts it), and reads the gate with
 ``show stat``. This Unix socket answers those commands, one per connection as HAProxy's
-non-interactive mode does, from the run's :class:`~simulator.gate.Gate`: ``slim`` is its cap,
+non-interactive mode does, from a :class:`~simulator.gate.Gate`: ``slim`` is its cap,
 ``scur`` the requests inside the engine, ``qcur`` those waiting, ``stot`` those let in,
 ``hrsp_5xx`` and ``econ`` the 503s of queue timeouts (on the backend, as HAProxy counts
 requests no server took), ``qtime`` the mean wait in ms over the last 1024 requests let in.
 Anything else gets HAProxy's "Unknown command." answer.
+
+Two gates answer it: a virtual run's (``simulate``, :func:`run_gate` of a
+:class:`~simulator.server.virtual_host.VirtualHost`) and the one in front of ``sim serve``'s
+replayed load (:mod:`simulator.server.gated_load`); both are a :class:`GateKeeper`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, Protocol
 
 from simulator.gate import Gate
 from simulator.server.virtual_host import VirtualHost
@@ -38,21 +44,82 @@ _HEADER = (
 _BACKEND, _SERVER = "1", "2"
 
 
-class VirtualHaproxy:
-    """One backend with one server, the gate in front of a virtual host.
+class GateKeeper(Protocol):
+    """A gate in front of an engine, and what the runtime API reads and moves of it."""
 
-    Args:
-        host: The host whose run has the gate.
-        backend: The backend's name.
-        server: The server's name.
-    """
+    @property
+    def gate(self) -> Gate[Any]:
+        """The gate."""
+        ...
 
-    def __init__(self, host: VirtualHost, backend: str, server: str) -> None:
+    @property
+    def served(self) -> int:
+        """Requests the gate let in that have ended (HAProxy's 2xx, for ``show stat``)."""
+        ...
+
+    @property
+    def recent_waits(self) -> Sequence[float]:
+        """Seconds waited at the gate by the last requests let in (up to 1024)."""
+        ...
+
+    def sync(self) -> None:
+        """Bring the gate up to now before it is read or moved."""
+
+    def set_cap(self, cap: int) -> None:
+        """``set maxconn server``: the cap, live."""
+
+    def set_draining(self, draining: bool) -> None:
+        """``set server ... state``: drain (nothing new goes in) or ready."""
+
+
+class _RunGate:
+    """A virtual run's gate, brought up to the loop's clock through its host at each look."""
+
+    def __init__(self, host: VirtualHost) -> None:
         if host.run.gate is None:
             message = "the run has no gate to serve as HAProxy"
             raise ValueError(message)
         self._host = host
-        self._gate: Gate[object] = host.run.gate  # type: ignore[assignment]
+        self._gate: Gate[Any] = host.run.gate
+
+    @property
+    def gate(self) -> Gate[Any]:
+        return self._gate
+
+    @property
+    def served(self) -> int:
+        return len(self._host.run.finished) - self._gate.timed_out
+
+    @property
+    def recent_waits(self) -> Sequence[float]:
+        return self._host.run.recent_gate_waits
+
+    def sync(self) -> None:
+        self._host.sync()
+
+    def set_cap(self, cap: int) -> None:
+        self._host.run.set_gate_cap(cap)
+
+    def set_draining(self, draining: bool) -> None:
+        self._host.run.set_gate_draining(draining)
+
+
+def run_gate(host: VirtualHost) -> GateKeeper:
+    """The gate of ``host``'s virtual run (ValueError when it has none)."""
+    return _RunGate(host)
+
+
+class VirtualHaproxy:
+    """One backend with one server, the gate in front of a simulated engine.
+
+    Args:
+        keeper: The gate.
+        backend: The backend's name.
+        server: The server's name.
+    """
+
+    def __init__(self, keeper: GateKeeper, backend: str, server: str) -> None:
+        self._keeper = keeper
         self.backend = backend
         self.server = server
         self._qmax = 0
@@ -60,7 +127,7 @@ class VirtualHaproxy:
 
     def answer(self, line: str) -> str:
         """HAProxy's answer to one command line."""
-        self._host.sync()
+        self._keeper.sync()
         words = line.split()
         if words[:2] == ["show", "stat"] and len(words) == 5:
             return self._show_stat(words[2])
@@ -75,7 +142,7 @@ class VirtualHaproxy:
             return "No such server.\n"
         if not value.isdigit() or int(value) < 1:
             return "Value out of range.\n"
-        self._host.run.set_gate_cap(int(value))
+        self._keeper.set_cap(int(value))
         return ""
 
     def _set_state(self, ref: str, state: str) -> str:
@@ -83,7 +150,7 @@ class VirtualHaproxy:
             return "No such server.\n"
         if state not in ("ready", "drain", "maint"):
             return "'set server <srv> state' expects 'ready', 'drain' and 'maint'.\n"
-        self._host.run.set_gate_draining(state != "ready")
+        self._keeper.set_draining(state != "ready")
         return ""
 
     def _known(self, ref: str) -> bool:
@@ -92,15 +159,14 @@ class VirtualHaproxy:
     def _show_stat(self, proxy: str) -> str:
         if proxy not in ("-1", self.backend):
             return "No such proxy.\n"
-        gate = self._gate
+        gate = self._keeper.gate
         self._qmax = max(self._qmax, gate.queued)
         self._smax = max(self._smax, gate.in_flight)
-        completed = self._host.run.finished
-        waits = self._host.run.recent_gate_waits
+        waits = self._keeper.recent_waits
         qtime = round(1000 * sum(waits) / len(waits)) if waits else 0
         status = "DRAIN" if gate.draining else "UP"
         refused = str(gate.timed_out)
-        served = str(len(completed) - gate.timed_out)
+        served = str(self._keeper.served)
         server = {
             "pxname": self.backend,
             "svname": self.server,

@@ -115,13 +115,33 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         help="on exit, append one JSON line to PATH: this process's requests by outcome, "
         "those that met the SLO, preemptions and its share of the --load workload",
     )
+    parser.add_argument(
+        "--gate-socket",
+        type=Path,
+        metavar="PATH",
+        help="put an admission gate in front of the --load replay (a cap and a queue with "
+        "HAProxy's timeout) and answer HAProxy's runtime API over it on this Unix socket "
+        "(show stat, set maxconn server, set server state), as [vllm.gate] expects; it "
+        "opens at max-num-seqs at each start",
+    )
+    parser.add_argument(
+        "--gate-backend", default="vllm", help="the gate's backend name (default: vllm)"
+    )
+    parser.add_argument("--gate-server", default="main", help="the gate's server name (main)")
+    parser.add_argument(
+        "--gate-queue-timeout-s",
+        type=float,
+        default=1.5,
+        metavar="SECONDS",
+        help="HAProxy's timeout queue: the longest wait at the gate before a 503 (1.5)",
+    )
     parser.set_defaults(main=serve_main)
 
 
 def serve_main(args: argparse.Namespace) -> int:
     """Resolve the inputs and serve until SIGTERM."""
     from simulator.errors import SpecError
-    from simulator.server.options import ServeOptions, resolve
+    from simulator.server.options import GateOptions, ServeOptions, resolve
     from simulator.server.process import run_server
     from simulator.server.request_log import logging_level
 
@@ -137,6 +157,11 @@ def serve_main(args: argparse.Namespace) -> int:
         summary=args.summary,
         # As vLLM reads VLLM_LOGGING_LEVEL: once, at start.
         log_level=logging_level(os.environ),
+        gate=None
+        if args.gate_socket is None
+        else GateOptions(
+            args.gate_socket, args.gate_backend, args.gate_server, args.gate_queue_timeout_s
+        ),
     )
     try:
         plan = resolve(options)

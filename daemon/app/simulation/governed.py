@@ -51,7 +51,7 @@ from daemon.engine.governor import Governor, LoadedConfig
 from daemon.engine.runtime.service_manager import NoServiceManager
 from simulator.errors import SpecError
 from simulator.server.virtual_face import serve_face
-from simulator.server.virtual_haproxy import VirtualHaproxy, serve_haproxy
+from simulator.server.virtual_haproxy import VirtualHaproxy, run_gate, serve_haproxy
 from simulator.server.virtual_host import VirtualHost, engine_settings_yaml
 from simulator.virtual_time import VirtualRun
 
@@ -126,7 +126,7 @@ async def _govern(run: VirtualRun, files: Path, config: GovernorConfig, how: Gov
     haproxy = None
     if how.gated:
         haproxy = await serve_haproxy(
-            VirtualHaproxy(host, sandbox.backend, sandbox.server), sandbox.haproxy_socket
+            VirtualHaproxy(run_gate(host), sandbox.backend, sandbox.server), sandbox.haproxy_socket
         )
     governed = sandboxed(config, sandbox, port, RESTART_COMMAND, gated=how.gated)
     instance = governed.vllm[0]
