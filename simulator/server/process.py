@@ -85,15 +85,19 @@ async def serve(plan: ServePlan, stop: asyncio.Event) -> int:
     driver.on_finished = ledger.observe
     tally = LoadTally(total=len(plan.arrivals))
     gated = _gated_load(plan, driver, ledger, tally)
-    runner = await _listen(plan, VllmApi(driver, registry, plan.settings.served_model_name))
-    if runner is None:
-        return EXIT_FAILURE
     haproxy = None
     if gated is not None:
+        # Before the port opens: whoever sees the server ready finds its gate answering (the
+        # governor lifts its drain as soon as a restarted server is ready).
         assert plan.gate is not None
         keeper = VirtualHaproxy(gated, plan.gate.backend, plan.gate.server)
         haproxy = await serve_haproxy(keeper, plan.gate.socket)
         log.info("gate: HAProxy's runtime API on %s, cap %d", plan.gate.socket, gated.gate.cap)
+    runner = await _listen(plan, VllmApi(driver, registry, plan.settings.served_model_name))
+    if runner is None:
+        if haproxy is not None:
+            haproxy.close()
+        return EXIT_FAILURE
     ready_at = time.time()
     failed = False
     try:

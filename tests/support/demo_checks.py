@@ -26,6 +26,11 @@ def assert_consistent(summary: dict[str, Any]) -> None:
     judged = counts["arrived"] - counts["in_flight_at_end"]
     assert summary["slo_attainment"] == pytest.approx(counts["met_slo"] / judged)
     assert summary["goodput_rps"] == pytest.approx(counts["met_slo"] / summary["run_s"], rel=1e-3)
+    # The gate's 503s are rejections, misses of the act they arrived in.
+    gated = [act["with_governor"] for act in summary.get("acts", [])]
+    for act in gated:
+        assert 0 <= act["gate"]["refused"] <= act["arrived"] - act["met_slo"], act
+    assert sum(act["gate"]["refused"] for act in gated) <= counts["rejected"], counts
 
 
 def assert_left_nothing(output: str) -> None:

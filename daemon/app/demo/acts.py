@@ -47,14 +47,17 @@ def with_governor(
     arrived: int,
     in_flight_at_end: int,
 ) -> list[dict[str, Any]]:
-    """Per phase: the arrivals due in it (of the ``arrived`` first) and those that met the SLO.
+    """Per phase: the arrivals due in it, those that met the SLO, what the gate did to them.
+
+    Of the ``arrived`` first arrivals; ``gate``: let in after waiting, refused with a 503.
 
     A request a process dealt with counts, arrived and met alike, in the phase of its second
     of arrival as the process counted it (``by_arrival_second``), so that an act never counts
     a request as met that it does not count as arrived (a second that straddles two acts goes
     to the act of its middle); an arrival no process dealt with (it fell while the server was
     down) counts in the phase of its due time. The last phase's judged arrivals leave out what
-    the end cut off, as the run's totals do.
+    the end cut off, as the run's totals do. The gate's refusals are among the arrivals and the
+    misses: a 503 is a request that did not meet the SLO.
     """
     starts = [phase.start_s for phase in phases]
 
@@ -63,6 +66,8 @@ def with_governor(
 
     met = [0] * len(phases)
     due = [0] * len(phases)
+    waited = [0] * len(phases)
+    refused = [0] * len(phases)
     dealt_with: set[int] = set()
     for line in lines:
         load = line.get("load")
@@ -76,12 +81,19 @@ def with_governor(
             index = phase_of(ready_at + second + 0.5 - origin)
             due[index] += requests
             met[index] += good
+        for second, queued, turned_away in (line.get("gate") or {}).get("by_arrival_second", []):
+            index = phase_of(ready_at + second + 0.5 - origin)
+            waited[index] += queued
+            refused[index] += turned_away
     for number, at in enumerate(arrival_times[:arrived]):
         if number not in dealt_with:
             due[phase_of(at)] += 1
     if due:
         due[-1] -= in_flight_at_end
-    return [{"arrived": n, "met_slo": good} for n, good in zip(due, met, strict=True)]
+    return [
+        {"arrived": n, "met_slo": good, "gate": {"waited": queued, "refused": turned_away}}
+        for n, good, queued, turned_away in zip(due, met, waited, refused, strict=True)
+    ]
 
 
 def acts(

@@ -24,7 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from daemon.app.demo.scenario import LOADING_S, SHUTDOWN_TIMEOUT_S, Paths
+from daemon.app.demo.scenario import (
+    GATE_BACKEND,
+    GATE_QUEUE_TIMEOUT_S,
+    GATE_SERVER,
+    LOADING_S,
+    SHUTDOWN_TIMEOUT_S,
+    Paths,
+)
 from daemon.core.errors import GovernorError
 
 # The server drains for up to SHUTDOWN_TIMEOUT_S on SIGTERM and then closes its HTTP side
@@ -111,6 +118,8 @@ def supervised_sim_command(paths: Paths, origin: float) -> list[str]:
         "sim", "serve", "--config", str(paths.vllm_yaml), "--profile", str(paths.profile),
         "--loading-s", f"{LOADING_S:g}", "--load", str(paths.workload),
         "--load-origin", f"{origin:.3f}", "--summary", str(paths.sim_summary),
+        "--gate-socket", str(paths.gate_socket), "--gate-backend", GATE_BACKEND,
+        "--gate-server", GATE_SERVER, "--gate-queue-timeout-s", f"{GATE_QUEUE_TIMEOUT_S:g}",
     )  # fmt: skip
     return cli(
         "sim", "supervise", "--socket", str(paths.supervisor_socket),

@@ -122,19 +122,31 @@ def answer_line(change: str, *, action: str, mode: str, accepted: bool, reason: 
     return f"{who} {change}; {then}"
 
 
+# A drain step shorter than this is bookkeeping (no gate, or nothing inside vLLM to wait for).
+GATE_DRAIN_SHOWN_S = 0.5
+
+
 def restart_cost(timings: dict[str, Any]) -> str | None:
     """The measured cost of a change's restart, from its journal timings; None without one.
 
     The restart step covers the drain: the server finishes what it holds for up to its
-    ``shutdown-timeout`` and refuses new requests meanwhile, then the new process loads.
+    ``shutdown-timeout`` and refuses new requests meanwhile, then the new process loads. With
+    a gate in front, the governor drains the gate first (the ``drain`` step: new requests
+    wait there, then get their 503) until what vLLM holds has finished.
     """
-    restart, ready = timings.get("restart"), timings.get("ready")
+    restart, ready, drain = timings.get("restart"), timings.get("ready"), timings.get("drain")
     if not isinstance(restart, int | float):
         return None
     waited = float(ready) if isinstance(ready, int | float) else 0.0
+    gate = float(drain) if isinstance(drain, int | float) else 0.0
+    if gate < GATE_DRAIN_SHOWN_S:
+        return (
+            f"the restart took {restart + waited:.0f} s without taking new requests "
+            f"(draining and stopping {restart:.0f} s, loading {waited:.0f} s)"
+        )
     return (
-        f"the restart took {restart + waited:.0f} s without taking new requests "
-        f"(draining and stopping {restart:.0f} s, loading {waited:.0f} s)"
+        f"the restart took {gate + restart + waited:.0f} s without taking new requests "
+        f"(the gate drained {gate:.0f} s, stopping {restart:.0f} s, loading {waited:.0f} s)"
     )
 
 

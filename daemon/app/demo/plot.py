@@ -3,7 +3,8 @@
 Seven panels over the run's time, sharing the x axis, each with one y axis and its unit:
 
 1. the offered load (requests/s);
-2. the requests in the server, running and waiting;
+2. the requests in the server, running and waiting, and, with a gate in front, its cap and
+   the requests waiting there;
 3. TTFT P95 against its 2 s SLO (a log scale, as a queue reaches tens of seconds, with
    ticks in plain seconds);
 4. SLO attainment over time: the share of first tokens within the TTFT SLO per 30 s window
@@ -98,9 +99,17 @@ def figure_of(
 
     queue.plot(times, _series(samples, "running"), color="tab:green", label="running")
     queue.plot(times, _series(samples, "waiting"), color="tab:red", label="waiting")
+    title = "requests in the server: running and waiting"
+    if any(s.values.get("gate_cap") is not None for s in samples):
+        gate_cap = _series(samples, "gate_cap")
+        queue.step(times, gate_cap, where="post", color="tab:purple", label="the gate's cap")
+        queue.plot(
+            times, _series(samples, "gate_queue"), color="tab:orange", label="waiting at the gate"
+        )
+        title += "; at the gate in front: its cap and its queue"
     queue.set_ylabel("requests")
     queue.legend(loc="upper left", fontsize=8)
-    queue.set_title("requests in the server: running and waiting", fontsize=10)
+    queue.set_title(title, fontsize=10)
 
     _ttft_panel(ttft, times, samples)
     _slo_panel(slo, samples, summary)
@@ -359,6 +368,11 @@ def _title(summary: dict[str, Any]) -> str:
             f"{act['name']} {_whole(act['with_governor']['slo_attainment'])} / "
             f"{_whole(act['without_governor']['slo_attainment'])}"
             for act in told
+        )
+    gated = [act for act in acts if (act["with_governor"].get("gate") or {}).get("refused")]
+    if gated:
+        head += "\nthe gate refused with a 503: " + ", ".join(
+            f"{act['name']} {act['with_governor']['gate']['refused']}" for act in gated
         )
     disk = log_title(summary.get("logs"))
     return head + (f"\n{disk}" if disk else "")

@@ -77,7 +77,7 @@ def run(options: Options, scratch: Path, say: Any) -> int:
     origin = time.time() + START_MARGIN_S
     say(f"files, sockets and logs in {scratch}; the default pack from {options.policies}")
     for retimed in prepared.retimed:
-        say(f"on the demo's clock: {retimed.line()}")
+        say(f"{retimed.prefix}: {retimed.line()}")
     volume = prepared.log_volume
     say(
         f"the server's log directory holds {volume.older_bytes / 1e6:.1f} MB of older logs, "

@@ -29,7 +29,17 @@ from daemon.app.demo.scenario import INSTANCE, TTFT_SLO_S, TUNED_OPTION
 from daemon.core.errors import ControlError
 
 INTERVAL_S = 0.5
-SIGNALS = ("running", "waiting", "kv_usage", "ttft_p95_s", "tpot_p95_s", "preemptions_per_s")
+SIGNALS = (
+    "running",
+    "waiting",
+    "kv_usage",
+    "ttft_p95_s",
+    "tpot_p95_s",
+    "preemptions_per_s",
+    # The admission gate in front of the server: its cap and the requests waiting there.
+    "gate_cap",
+    "gate_queue",
+)
 _START = re.compile(r"^process_start_time_seconds\s+(\S+)\s*$", re.MULTILINE)
 _TUNED = re.compile(r"^\s*" + TUNED_OPTION.replace("-", "[-_]") + r"\s*:\s*(\d+)\s*$", re.MULTILINE)
 

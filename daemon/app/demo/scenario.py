@@ -1,7 +1,10 @@
 """What the demo runs: the workload, the starting vLLM YAML, the governor's configuration.
 
 The story, in the shipped workload's three minutes (``simulator/workloads/demo-*.yaml``):
-conversation traffic arriving in clumps doubles from 6.5 to 13 requests/s after 30 s, against
+a burst of seconds meets the admission gate in front of the server (``[vllm.gate]``, answered
+by ``sim serve --gate-socket``), which holds what the server can take and refuses the rest
+with a 503 within its queue timeout, so the requests after the burst meet the SLO again.
+Then conversation traffic arriving in clumps doubles from 6.5 to 13 requests/s after 30 s, against
 a vLLM whose step budget (``max-num-batched-tokens: 256``) is enough before the shift and
 prefills too few prompt tokens per step after it. Requests queue, TTFT P95 passes the 2 s SLO
 with nothing preempted and TPOT far inside its SLO, and the pack's ``ttft-queue`` asks its
@@ -57,6 +60,11 @@ STARTING_LOG_LEVEL = "INFO"
 HOST_INTERVAL_S = 2.0
 # The workload's time 0 is this long after the demo starts: both children are up by then.
 START_MARGIN_S = 10.0
+# The gate in front of the server's load, as HAProxy's reference config names it, with its
+# `timeout queue` (examples/haproxy/haproxy.cfg).
+GATE_BACKEND = "vllm"
+GATE_SERVER = "main"
+GATE_QUEUE_TIMEOUT_S = 1.5
 # The project's default SLO per request (what kv-thrash and the summary judge by): TTFT <= 2 s,
 # TPOT <= 100 ms, a common interactive-chat target; an operator sets their own.
 TTFT_SLO_S = 2.0
@@ -114,6 +122,11 @@ class Paths:
     def notify_socket(self) -> Path:
         """The datagram socket the daemon notifies, as it would systemd."""
         return self.scratch / "notify.sock"
+
+    @property
+    def gate_socket(self) -> Path:
+        """The admission gate's runtime socket (HAProxy's API, answered by ``sim serve``)."""
+        return self.scratch / "gate.sock"
 
     @property
     def sim_summary(self) -> Path:
@@ -316,6 +329,14 @@ restart_command = {restart}
 restart_timeout_s = 60.0
 ready_timeout_s = 60.0
 verify_window_s = {verify_window_s:g}
+# The admission gate in front of the server's load (sim serve --gate-socket answers HAProxy's
+# runtime API); admission-cap steers its cap, and the governor drains it around a restart.
+[vllm.gate]
+enabled = true
+stats_socket = {json.dumps(str(paths.gate_socket))}
+backend = "{GATE_BACKEND}"
+server = "{GATE_SERVER}"
+queue_timeout_s = {GATE_QUEUE_TIMEOUT_S:g}
 # No dwell: the demo's minutes are short. The pack may move both knobs within these bounds.
 [vllm.knobs.max_num_seqs]
 min = 32

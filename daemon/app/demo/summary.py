@@ -97,6 +97,7 @@ def processes(
                 ),
                 "preemptions": line["preemptions"],
                 "load": line.get("load"),
+                "gate": line.get("gate"),
             }
         )
     return spans
@@ -141,7 +142,9 @@ def restart_costs(
     those it aborted, the arrivals that fell while none served (the new one loading), the
     seconds from its stop to the new one's readiness, and, from the journal of the change
     that restarted it (``actions`` oldest first, when there are as many), the seconds the
-    restart step took: the drain and the stop.
+    drain and the restart steps took: the gate's drain (with a gate in front), the server's
+    and its stop. With a gate, the old process's refusals count from the restart's start on:
+    the gate's 503s before it (a burst, an overload) are not the restart's.
     """
     served = [span for span in spans if span["from_s"] is not None]
     timings = [a.get("timings") or {} for a in actions if (a.get("timings") or {}).get("restart")]
@@ -152,18 +155,32 @@ def restart_costs(
             missed = max(0, new["load"]["first"] - old["load"]["next"])
         timing = timings[index] if index < len(timings) else {}
         draining = timing.get("restart")
+        if draining is not None:
+            draining = round(draining + (timing.get("drain") or 0.0), 4)
+        # The restart began with the drain, which ended when the old process stopped.
+        began = round(old["to_s"] - (draining or 0.0), 3)
         costs.append(
             {
-                # The restart began with the drain, which ended when the old process stopped.
-                "at_s": round(old["to_s"] - (draining or 0.0), 3),
+                "at_s": began,
                 "draining_s": draining,
                 "loading_s": round(new["from_s"] - old["to_s"], 3),
-                "refused_while_draining": old["requests"]["rejected"],
+                "refused_while_draining": old["requests"]["rejected"]
+                - _gate_refused_before(old, began),
                 "aborted": old["requests"]["aborted"],
                 "missed_while_down": missed,
             }
         )
     return costs
+
+
+def _gate_refused_before(span: dict[str, Any], at_s: float) -> int:
+    """The 503s of a process's gate for requests that arrived before ``at_s`` (run seconds)."""
+    gate = span.get("gate") or {}
+    return sum(
+        refused
+        for second, _, refused in gate.get("by_arrival_second", [])
+        if span["from_s"] + second + 0.5 < at_s
+    )
 
 
 def summarise(
@@ -319,8 +336,19 @@ def act_lines(acts: Sequence[dict[str, Any]]) -> list[str]:
                 if without is None
                 else f"{_share(without['slo_attainment'])} of {without['arrived']} without"
             )
+            + _gate_words(with_.get("gate"))
         )
     return lines
+
+
+def _gate_words(gate: dict[str, int] | None) -> str:
+    """What the admission gate did in an act: requests it held, requests it refused."""
+    if not gate or not (gate["waited"] or gate["refused"]):
+        return ""
+    return (
+        f"; the gate held {gate['waited']} back until the server had room and refused "
+        f"{gate['refused']} with a 503 after its queue timeout"
+    )
 
 
 def _prediction_lines(summary: dict[str, Any]) -> list[str]:

@@ -17,10 +17,11 @@ from daemon.app.demo.summary import act_lines
 from simulator.synthetic_workloads import NamedPhase, load_workload
 
 PHASES = [
-    NamedPhase(name="before the shift", start_s=0, duration_s=30),
+    NamedPhase(name="a burst", start_s=0, duration_s=30),
     NamedPhase(name="after the shift", start_s=30, duration_s=150),
 ]
 ORIGIN = 1_000.0
+NO_GATE = {"waited": 0, "refused": 0}
 
 
 def _line(ready_at: float, rows: list[list[int]]) -> dict[str, Any]:
@@ -43,7 +44,10 @@ def test_a_request_counts_in_the_act_of_its_arrival_across_restarts() -> None:
         lines, origin=ORIGIN, arrival_times=arrivals, phases=PHASES, arrived=30,
         in_flight_at_end=2,
     )  # fmt: skip
-    assert counted == [{"arrived": 6, "met_slo": 6}, {"arrived": 22, "met_slo": 11}]
+    assert counted == [
+        {"arrived": 6, "met_slo": 6, "gate": NO_GATE},
+        {"arrived": 22, "met_slo": 11, "gate": NO_GATE},
+    ]
 
 
 def test_an_act_never_counts_more_met_than_arrived_at_its_edge() -> None:
@@ -56,7 +60,36 @@ def test_an_act_never_counts_more_met_than_arrived_at_its_edge() -> None:
         lines, origin=ORIGIN, arrival_times=arrivals, phases=PHASES, arrived=2,
         in_flight_at_end=0,
     )  # fmt: skip
-    assert counted == [{"arrived": 2, "met_slo": 2}, {"arrived": 0, "met_slo": 0}]
+    assert counted == [
+        {"arrived": 2, "met_slo": 2, "gate": NO_GATE},
+        {"arrived": 0, "met_slo": 0, "gate": NO_GATE},
+    ]
+
+
+def test_the_gate_s_waits_and_refusals_count_in_the_act_of_their_arrival() -> None:
+    # Two processes, each with a gate: the first ready 1 s before time 0 (its second 12 is
+    # 11.5 of the workload, act 1; its second 40, act 2), the second ready at 60 s.
+    arrivals = [float(t) for t in range(90)]
+    gate_first = {"by_arrival_second": [[12, 7, 3], [40, 1, 0]]}
+    gate_second = {"by_arrival_second": [[5, 2, 4]]}
+    lines = [
+        _line(ORIGIN - 1.0, [[12, 20, 10], [40, 5, 5]]) | {"load": _slice(0, 50)},
+        _line(ORIGIN + 60.0, [[5, 9, 5]]) | {"load": _slice(60, 90)},
+    ]
+    lines[0]["gate"], lines[1]["gate"] = gate_first, gate_second
+    counted = with_governor(
+        lines, origin=ORIGIN, arrival_times=arrivals, phases=PHASES, arrived=90,
+        in_flight_at_end=0,
+    )  # fmt: skip
+    assert [act["gate"] for act in counted] == [
+        {"waited": 7, "refused": 3},
+        {"waited": 3, "refused": 4},
+    ]
+    rows = acts(PHASES, counted, None)
+    assert act_lines(rows)[1].endswith(
+        "; the gate held 7 back until the server had room and refused 3 with a 503 after its "
+        "queue timeout"
+    )
 
 
 def _slice(first: int, next_: int) -> dict[str, int]:
@@ -83,8 +116,10 @@ def test_without_the_governor_the_starting_budget_breaks_the_slo_after_the_shift
     # The shipped demo workload in virtual time on the demo's starting settings: the story's
     # premise (and a few seconds of CPU, as the demo pays after its run).
     spec = load_workload(WORKLOAD)
-    before, after, disk = without_governor(WORKLOAD, PROFILE, spec.seed, 64, 256)
-    assert before["met_slo"] / before["arrived"] > 0.95
+    burst, after, disk = without_governor(WORKLOAD, PROFILE, spec.seed, 64, 256)
+    # Without a gate the burst piles up in vLLM's queue, which has no timeout: most of the
+    # first act misses the SLO (34.6%), where the same traffic without the burst met it.
+    assert burst["met_slo"] / burst["arrived"] < 0.5
     assert after["met_slo"] / after["arrived"] < 0.8
     # The disk act is the same traffic: left alone, the starting budget breaks the SLO there too.
     assert disk["met_slo"] / disk["arrived"] < 0.8

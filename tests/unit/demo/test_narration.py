@@ -73,6 +73,11 @@ def test_the_restart_cost_counts_the_drain() -> None:
         "loading 3 s)"
     )
     assert restart_cost({"write": 0.01}) is None
+    # With a gate in front the governor drains it first: no new request reaches vLLM then.
+    assert restart_cost({"drain": 4.0, "restart": 1.4, "ready": 3.5}) == (
+        "the restart took 9 s without taking new requests (the gate drained 4 s, stopping 1 s, "
+        "loading 4 s)"
+    )
 
 
 def test_clock_shows_the_time_before_the_workload_as_negative() -> None:

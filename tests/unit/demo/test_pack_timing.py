@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from daemon.app.demo.pack_timing import write_demo_pack, write_demo_profile
+from daemon.app.demo.pack_timing import DEMO_MIN_CAP, write_demo_pack, write_demo_profile
 from daemon.app.demo.scenario import DEFAULT_PACK, PROFILE
 from daemon.policy.loading import load_policies
 from simulator.profiles import load_profile
@@ -78,8 +78,8 @@ def test_log_disk_reads_the_demo_log_directory_on_the_demo_clock(tmp_path: Path)
     into, log_dir, profile = tmp_path / "demo", tmp_path / "logs", tmp_path / "profile.yaml"
     write_demo_profile(PROFILE, profile, restart_s=13.0)
     retimed = write_demo_pack(DEFAULT_PACK, into, profile, log_dir)
-    assert [r.policy for r in retimed] == ["ttft-queue", "log-disk"]
-    line = retimed[1].line()
+    assert [r.policy for r in retimed] == ["ttft-queue", "admission-cap", "log-disk"]
+    line = retimed[2].line()
     assert "log-disk waits 10 s instead of 300 s" in line
     assert "reads the demo's log directory instead of /var/log" in line
     loaded = load_policies([into])
@@ -102,3 +102,24 @@ def test_log_disk_reads_the_demo_log_directory_on_the_demo_clock(tmp_path: Path)
     assert [(c.knob, c.value.source) for c in logs.action.changes] == [
         (c.knob, c.value.source) for c in pack.action.changes
     ]
+
+
+def test_the_gate_s_floor_is_raised_and_the_rest_of_admission_cap_is_the_pack_s(
+    tmp_path: Path,
+) -> None:
+    into, profile = tmp_path / "demo", tmp_path / "profile.yaml"
+    write_demo_profile(PROFILE, profile, restart_s=13.0)
+    retimed = {r.policy: r for r in write_demo_pack(DEFAULT_PACK, into, profile, tmp_path)}
+    gate = retimed["admission-cap"]
+    assert gate.prefix == "in the demo"
+    assert "cuts the gate's cap to 48 at the lowest instead of 4" in gate.line()
+    assert retimed["ttft-queue"].prefix == "on the demo's clock"
+    demo = {spec.name: spec for spec in load_policies([into]).specs}["admission-cap"]
+    pack = {spec.name: spec for spec in load_policies([DEFAULT_PACK]).specs}["admission-cap"]
+    assert demo.action is not None
+    assert pack.action is not None
+    assert demo.action.admission is not None
+    assert pack.action.admission is not None
+    assert (pack.action.admission.min_cap, demo.action.admission.min_cap) == (4, DEMO_MIN_CAP)
+    assert demo.action.admission.params == pack.action.admission.params
+    assert (demo.when.source, demo.for_s) == (pack.when.source, pack.for_s)

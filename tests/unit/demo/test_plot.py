@@ -169,3 +169,39 @@ def test_the_log_panel_sets_the_directory_beside_the_run_without_the_governor() 
         )
     finally:
         plt.close(figure)
+
+
+def test_the_queue_panel_shows_the_gate_s_cap_and_the_title_its_refusals() -> None:
+    gated = [
+        Sample(
+            s.t, s.state,
+            {**s.values, "gate_cap": 64.0 if s.t < 30 else 32.0,
+             "gate_queue": 12.0 if 10 <= s.t < 16 else 0.0},
+            s.knob, s.first_tokens,
+        )
+        for s in samples()
+    ]  # fmt: skip
+    acts = [
+        {"name": "a burst", "from_s": 0, "to_s": 30, "without_governor": {"slo_attainment": 0.35},
+         "with_governor": {"slo_attainment": 0.53, "gate": {"waited": 87, "refused": 69}}},
+        {"name": "after the shift", "from_s": 30, "to_s": 420,
+         "without_governor": {"slo_attainment": 0.6},
+         "with_governor": {"slo_attainment": 0.9, "gate": {"waited": 0, "refused": 0}}},
+    ]  # fmt: skip
+    figure = figure_of(gated, [], {**SUMMARY, "acts": acts}, [216.0])
+    try:
+        panel = titled(figure, "at the gate in front: its cap and its queue")
+        lines = {line.get_label(): line for line in panel.get_lines()}
+        assert set(lines["the gate's cap"].get_ydata()) == {64.0, 32.0}
+        assert max(lines["waiting at the gate"].get_ydata()) == 12.0
+        # Only the acts in which the gate refused anybody are named.
+        assert "\nthe gate refused with a 503: a burst 69\n" in figure._suptitle.get_text() + "\n"
+    finally:
+        plt.close(figure)
+    plain = figure_of(samples(), [], SUMMARY, [216.0])
+    try:
+        assert titled(plain, "requests in the server").get_title() == (
+            "requests in the server: running and waiting"
+        )
+    finally:
+        plt.close(plain)

@@ -234,3 +234,26 @@ def test_without_a_change_the_outcome_says_the_server_kept_its_settings() -> Non
     assert render(summary)[0] == (
         "outcome: the server kept its starting settings and met the SLO for 90.0% of the requests"
     )
+
+
+def test_a_gated_restart_counts_the_gate_s_drain_and_only_its_own_refusals() -> None:
+    # The first process (ready at -2 s) refused 40 at its gate: 30 in a burst at 10-12 s, and
+    # 10 that arrived while the governor drained the gate before the restart (from 94 s on).
+    first, second = (dict(line_) for line_ in RESTARTED)
+    first["requests"] = {"completed": 165, "aborted": 0, "rejected": 40}
+    first["gate"] = {"refused": 40, "by_arrival_second": [[12, 50, 20], [13, 30, 10], [97, 12, 10]]}
+    action = {"id": 1, "policy": "ttft-queue", "target": "main", "state": "done",
+              "outcome": "applied and verified",
+              "timings": {"drain": 4.6, "restart": 1.4, "ready": 5.5}}  # fmt: skip
+    summary = summarise(
+        [first, second], origin=ORIGIN, ended_at=1200.0, answers=[], actions=[action],
+        final_states={}, context={"duration_s": 200.0},
+    )  # fmt: skip
+    [cost] = summary["restart_costs"]
+    assert cost["at_s"] == pytest.approx(94.0)
+    assert cost["draining_s"] == pytest.approx(6.0)
+    assert cost["refused_while_draining"] == 10
+    assert (
+        "the restart at 1:34 cost 12 s without taking new requests (draining and stopping 6 s, "
+        "loading 6 s): 10 requests refused while it drained"
+    ) in "\n".join(render(summary))
