@@ -88,6 +88,8 @@ class Frame:
             f"[{clock(self.t)}/{clock(self.total_s)}] load {self.arrivals_per_s:.1f} req/s, "
             f"running {number(self.value('running'), '.0f')}, "
             f"waiting {number(self.value('waiting'), '.0f')}, "
+            f"gate cap {number(self.value('gate_cap'), '.0f')} "
+            f"({number(self.value('gate_queue'), '.0f')} queued there), "
             f"KV {percent(self.value('kv_usage'))}, "
             f"TTFT p95 {seconds(self.value('ttft_p95_s'))} (SLO {TTFT_SLO_S:g} s), "
             f"TPOT p95 {millis(self.value('tpot_p95_s'))} (SLO {TPOT_SLO_S * 1000:g} ms), "
@@ -224,6 +226,9 @@ def _readings(frame: Frame) -> Table:
         "preemptions", f"{number(frame.value('preemptions_per_s'), '.1f')}/s",
         "governor", state or "[yellow]not answering[/]",
     )  # fmt: skip
+    # The admission gate in front of the server: what it lets in, and who waits there.
+    gate = f"{number(frame.value('gate_cap'), '.0f')} / {number(frame.value('gate_queue'), '.0f')}"
+    table.add_row("gate cap / queued", gate, "", "")
     return table
 
 

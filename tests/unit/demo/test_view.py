@@ -21,7 +21,7 @@ from daemon.app.demo.watch import Watch
 
 ORIGIN = 50_000.0
 VALUES: dict[str, float | None] = {"running": 30.0, "waiting": 45.0, "kv_usage": 0.4, "ttft_p95_s": 4.392405063291138,
-          "tpot_p95_s": 0.012, "preemptions_per_s": 0.0}  # fmt: skip
+          "tpot_p95_s": 0.012, "preemptions_per_s": 0.0, "gate_cap": 48.0, "gate_queue": 12.0}  # fmt: skip
 PENDING = [{"name": "ttft-queue", "targets": {"main": {
     "phase": "pending", "since": ORIGIN + 35, "fires_at": ORIGIN + 215, "acts": True}}}]  # fmt: skip
 PROPOSAL = {"id": "p1", "policy": "ttft-queue", "target": "main", "state": "pending",
@@ -50,6 +50,12 @@ def test_the_panel_says_what_the_governor_waits_for_and_when_it_will_act() -> No
     assert "SLO attainment:" in text
     assert "TTFT p95          4.4 s (SLO 2 s)" in text
     assert "pending proposals: none" not in text
+    # The gate in front: its cap and its queue, '-' when the daemon has no fresh reading.
+    assert "gate cap / queued 48 / 12" in text
+    assert "gate cap 48 (12 queued there)" in frame.status_line()
+    stale_sample = Sample(85.0, "ready", {**VALUES, "gate_cap": None}, 256)
+    stale = Frame(t=85.0, total_s=420.0, sample=stale_sample, arrivals_per_s=13.0)
+    assert "gate cap / queued - / 12" in text_of(stale)
 
 
 def test_a_question_shows_in_the_panel_with_the_change_and_its_cost() -> None:
