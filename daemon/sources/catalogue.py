@@ -124,6 +124,11 @@ CATALOGUE: Mapping[str, CatalogueEntry] = {
             NON_NEGATIVE,
         ),
         _derived(
+            "gate_admitted_per_s",
+            "haproxy_sessions_per_s",
+            "Requests the gate let through to vLLM per second",
+        ),
+        _derived(
             "gate_refusals_per_s",
             "haproxy_backend_5xx_per_s",
             "The gate's backend 5xx per second: its 503s on queue timeouts, SLO misses",

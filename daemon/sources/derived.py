@@ -99,6 +99,11 @@ DERIVED_SIGNALS: Mapping[str, DerivedSignal] = {
             "Requests refused by vLLM's admission limits per second",
         ),
         _rate(
+            "haproxy_sessions_per_s",
+            "haproxy_sessions_total",
+            "Sessions an HAProxy server let through to its backend server per second",
+        ),
+        _rate(
             "haproxy_backend_5xx_per_s",
             "haproxy_backend_http_5xx_total",
             "5xx answers of an HAProxy backend per second, its own 503s (queue timeouts) included",

@@ -14,7 +14,7 @@ same names come from the virtual run, on the same rules:
   interpolations and ``tpot`` is its inter-token latency; per-request exact values are used
   here, for both ``tpot`` and ``request_tpot``.)
 - **Gate** signals (``gate_cap``, ``gate_in_flight``, ``gate_queue``, ``gate_queue_time_s``,
-  ``gate_refusals_per_s``) when the run has a gate: HAProxy stays up while vLLM restarts;
+  ``gate_refusals_per_s``, ``gate_admitted_per_s``) when the run has a gate: HAProxy stays up while vLLM restarts;
   ``gate_cap_share`` from the cap and ``max-num-seqs``, as the daemon's views add it.
 - **No stale data.** While vLLM is not serving (draining, down) only ``healthy = 0`` is fresh.
   Once it is back, rates and quantiles use only what happened since (its counters and
@@ -38,7 +38,15 @@ from simulator.virtual_time import VirtualRun
 WINDOW_S = 60.0
 # HAProxy's queue time is an average over its last 1024 requests.
 GATE_QUEUE_SAMPLE = 1024
-COUNTERS = ("preemptions", "gen_tokens", "prompt_tokens", "aborts", "rejections", "refusals")
+COUNTERS = (
+    "preemptions",
+    "gen_tokens",
+    "prompt_tokens",
+    "aborts",
+    "rejections",
+    "refusals",
+    "admissions",
+)
 RATES = {
     "preemptions_per_s": "preemptions",
     "gen_tokens_per_s": "gen_tokens",
@@ -46,7 +54,9 @@ RATES = {
     "aborts_per_s": "aborts",
     "rejections_per_s": "rejections",
     "gate_refusals_per_s": "refusals",
+    "gate_admitted_per_s": "admissions",
 }
+GATE_RATES = frozenset({"gate_refusals_per_s", "gate_admitted_per_s"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +108,7 @@ class Observer:
             self.serving_since = now
         totals = run.engine.lifetime_totals(now)
         refusals = run.gate.timed_out if run.gate is not None else 0
+        admissions = run.gate.admitted if run.gate is not None else 0
         engine_rejections = totals.outcomes[Outcome.REJECTED.value]
         counts = (
             float(totals.preemptions),
@@ -106,6 +117,7 @@ class Observer:
             float(totals.outcomes[Outcome.ABORTED.value]),
             float(engine_rejections),
             float(refusals),
+            float(admissions),
         )
         self.scrapes.append(Scrape(now, counts))
         self._read_records()
@@ -181,7 +193,7 @@ class Observer:
         if first is None or last is None or last.at <= first.at or last.at > end + 1e-9:
             return {}
         span = last.at - first.at
-        names = {"gate_refusals_per_s"} if gate else set(RATES) - {"gate_refusals_per_s"}
+        names = GATE_RATES if gate else set(RATES) - GATE_RATES
         rates = {
             name: (last.counts[COUNTERS.index(c)] - first.counts[COUNTERS.index(c)]) / span
             for name, c in RATES.items()

@@ -43,6 +43,7 @@ def test_what_prometheus_cannot_answer_has_no_query() -> None:
         "gate_queue",
         "gate_queue_time_s",
         "gate_refusals_per_s",
+        "gate_admitted_per_s",
     }
 
 
