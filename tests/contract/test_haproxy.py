@@ -139,6 +139,8 @@ async def test_queue_signals_under_a_load_above_the_cap_match_show_stat(
         after = values((await source.poll(1.0)).samples, SERVER_LABELS)
         assert after["haproxy_queue_current"] == 0
         assert after["haproxy_http_2xx_total"] == 10
+        # Every request passed the server: its sessions counter (gate_admitted_per_s's base).
+        assert after["haproxy_sessions_total"] == 10
         # Requests that waited lift HAProxy's average queue time (ms -> s).
         assert 0 < after["haproxy_queue_time_seconds"] < 30
         assert after["haproxy_response_time_seconds"] > 0.5

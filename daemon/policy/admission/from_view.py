@@ -28,6 +28,8 @@ FIELD_SIGNALS: Mapping[str, str] = {
     "tpot_p95_s": "request_tpot_p95_s",
     "preemptions_per_s": "preemptions_per_s",
     "gate_refusals_per_s": "gate_refusals_per_s",
+    "gate_admitted_per_s": "gate_admitted_per_s",
+    "gen_tokens_per_s": "gen_tokens_per_s",
 }
 
 

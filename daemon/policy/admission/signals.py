@@ -47,6 +47,9 @@ class AdmissionSignals:
             refusals and error finishes), the other half of a drop.
         gate_refusals_per_s: The gate's 503s per second (queue timeouts): SLO misses caused
             by a cap too low for the demand (``haproxy_backend_http_5xx_total`` as a rate).
+        gate_admitted_per_s: The requests the gate let through to vLLM per second
+            (``haproxy_sessions_total`` as a rate).
+        gen_tokens_per_s: The tokens vLLM generated per second over the window.
     """
 
     cap: float | None = None
@@ -58,6 +61,8 @@ class AdmissionSignals:
     preemptions_per_s: float | None = None
     vllm_errors_per_s: float | None = None
     gate_refusals_per_s: float | None = None
+    gate_admitted_per_s: float | None = None
+    gen_tokens_per_s: float | None = None
 
     def missing(self, names: tuple[str, ...]) -> tuple[str, ...]:
         """Which of ``names`` are None (or not finite: never act on NaN)."""

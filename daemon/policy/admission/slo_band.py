@@ -9,10 +9,11 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   part of the SLO left once a request has waited at the gate (SLO 2 s, gate wait up to the
   queue timeout: 1 s of TTFT inside vLLM by default); TTFT and TPOT are measured inside
   vLLM, so a longer queue at the gate never reads as congestion inside it. While nothing
-  waits at the gate (no queue, no refusals) the budget is the SLO itself (``ttft_slo_s``,
-  when given): no request spends any of it at the gate, and a TTFT p95 between the two meets
-  the SLO. Cutting there made the gate bind and turned requests away that static-default
-  served in time (a 70B at 0.8 of its capacity, cut 1024 -> 47 at 1.05x the 1.5 s target).
+  queues at the gate the budget is the SLO itself (``ttft_slo_s``, when given): no request
+  spends any of it at the gate, and a TTFT p95 between the two meets the SLO. Cutting there
+  made the gate bind and turned requests away that static-default served in time (a 70B at
+  0.8 of its capacity, cut 1024 -> 47 at 1.05x the 1.5 s target). The gate's refusals do
+  not tighten it: a refused request never reaches vLLM's TTFT.
 - **Cut** when the pressure is above 1, by the gradient ``1 / pressure`` (between x0.5 and
   x0.9), applied to what is *in flight*, not to the cap: a cap far above the load binds
   nothing, and cutting it by 10% would take many ticks to matter. A 3x burst that breaks the
@@ -68,6 +69,16 @@ seconds. So this controller keeps vLLM inside a band below its SLO:
   Cutting at the load of the window's first cut was shown to relieve nothing: the next TTFT or
   TPOT cut needs the load to grow beyond it, as above (on a 70B's day of long prompts, cuts at
   5-10 in flight came every minute or two, each given back).
+- **Judge** every window of cuts a settle window after its first, whatever the pressure: if
+  vLLM then generates fewer tokens *and* is let fewer requests, both by more than
+  ``max_pace_loss``, while the gate turns requests away, the cuts only throttled a server with
+  room to spare (:mod:`daemon.policy.admission.pace`) and are given back as above. The
+  pressure cannot tell: refusing requests lowers the latency of the ones let in (clumps of
+  chat cut a 70B to 6, refusing a third of its requests at a pressure of 0.3).
+- **Grow over budget** when the evidence says the latency is the requests, not the load (the
+  load has not grown over the calm load or the futile one, or is under ``min_cap``), while the
+  cap binds and the gate turns requests away: the cap relieves none of that latency, and each
+  refusal is a certain miss. It grows as below the band, at the same pace.
 
 The cap never leaves ``[min_cap, max_cap]``; ``max_cap`` is vLLM's ``max-num-seqs``, so the
 gate never admits more than vLLM runs at once and vLLM's own waiting queue (unbounded, no
@@ -80,8 +91,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
+from daemon.policy.admission.pace import Pace
 from daemon.policy.admission.signals import (
     AdmissionSignals,
     Step,
@@ -112,6 +124,9 @@ class SloBandState:
         calm_at: The last tick that load was updated.
         futile_load: The load at the first cut of the last window of cuts given back, or None.
         futile_at: When they were given back.
+        judge_at: When the window of cuts still to be judged began, or None.
+        judge_cap: The cap before that window.
+        judge_pace: vLLM's pace over the window before it (None: unknown, never judged).
     """
 
     last_cut_at: float | None = None
@@ -127,6 +142,9 @@ class SloBandState:
     calm_at: float | None = None
     futile_load: float | None = None
     futile_at: float | None = None
+    judge_at: float | None = None
+    judge_cap: float | None = None
+    judge_pace: Pace | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +174,8 @@ class SloBand:
             ``min_cap`` requests at least).
         calm_memory_s: How long the calm load, and the load of futile cuts, count as
             evidence.
+        max_pace_loss: How much slower vLLM may work a window after a cut (fewer tokens and
+            fewer requests, each by this share) before the cut counts as throttling.
     """
 
     needs: ClassVar[tuple[str, ...]] = (
@@ -182,6 +202,7 @@ class SloBand:
     easing: float = 0.9
     load_growth: float = 1.25
     calm_memory_s: float = 600.0
+    max_pace_loss: float = 0.2
 
     def __post_init__(self) -> None:
         check_controller(self.min_cap, self.max_cap, self.settle_s)
@@ -194,6 +215,9 @@ class SloBand:
             raise ValueError(message)
         if self.ttft_slo_s is not None and not self.ttft_slo_s >= self.ttft_target_s:
             message = "slo-band needs ttft_slo_s >= ttft_target_s (the SLO holds the target)"
+            raise ValueError(message)
+        if not 0 < self.max_pace_loss < 1:
+            message = "slo-band needs 0 < max_pace_loss < 1"
             raise ValueError(message)
         if self.load_growth < 1 or self.calm_memory_s < 0:
             message = "slo-band needs load_growth >= 1 and a non-negative calm_memory_s"
@@ -215,12 +239,14 @@ class SloBand:
         known = signals.known(self.needs)
         if known is None:
             return hold_without(state, signals.missing(self.needs))
-        waiting = known["queued"] > 0 or _refusing(signals)
-        pressure, worst = self._pressure(known, waiting=waiting)
-        if pressure <= 1 and not waiting:
+        state, throttled = self._judge_cuts(state, known, signals, now)
+        if throttled is not None:
+            return throttled
+        pressure, worst = self._pressure(known)
+        if pressure <= 1 and not (known["queued"] > 0 or _refusing(signals)):
             state = self._calm(state, known["in_flight"], now)
         if pressure > 1:
-            return self._cut(state, known, pressure, worst, now, turned_away=_refusing(signals))
+            return self._over_budget(state, _Reading(known, signals, pressure, worst), now)
         if state.futile or state.episode_pressure is not None:
             # Back in its band: the cuts relieved the pressure, or it went of itself.
             state = replace(state, futile=False, episode_cap=None, episode_pressure=None)
@@ -264,9 +290,17 @@ class SloBand:
         reason = f"pressure {pressure:.2f} < {self.low_water}, {known['queued']:g} queued"
         return decide(grown, cap, cap + growth, reason, min_cap=self.min_cap, max_cap=self.max_cap)
 
-    def _pressure(self, known: dict[str, float], *, waiting: bool) -> tuple[float, str]:
-        """The worst ratio to its budget; TTFT's is the SLO's while nobody waits at the gate."""
-        ttft_budget = self.ttft_target_s if waiting else self.ttft_slo_s or self.ttft_target_s
+    def _pressure(self, known: dict[str, float]) -> tuple[float, str]:
+        """The worst ratio to its budget; TTFT's is the SLO's while nobody queues at the gate.
+
+        Requests the gate refused never reached vLLM, so they are not in its TTFT; only the
+        ones admitted after a wait spent part of the SLO at the gate, and those waited in its
+        queue. Tightening the budget on refusals too made a loop: a cap that bound on clumps
+        of chat refused requests, the budget fell to the target, and the pressure cut the
+        cap again (a 70B serving 89.6% of the chat alone ended at 60.6%, cut 1024 -> 4).
+        """
+        queueing = known["queued"] > 0
+        ttft_budget = self.ttft_target_s if queueing else self.ttft_slo_s or self.ttft_target_s
         ratios = {
             "ttft_p95": known["ttft_p95_s"] / ttft_budget,
             "tpot_p95": known["tpot_p95_s"] / self.tpot_target_s,
@@ -275,22 +309,32 @@ class SloBand:
         worst = max(ratios, key=lambda name: ratios[name])
         return ratios[worst], worst
 
-    def _cut(
-        self,
-        state: SloBandState,
-        known: dict[str, float],
-        pressure: float,
-        worst: str,
-        now: float,
-        *,
-        turned_away: bool,
+    def _over_budget(
+        self, state: SloBandState, reading: _Reading, now: float
     ) -> Step[SloBandState]:
+        """Give back futile cuts, hold, grow when the latency is not the load, or cut."""
+        known, signals, pressure, worst = reading
+        turned_away = _refusing(signals)
         undone = self._undo_futile(state, known, pressure, now, turned_away=turned_away)
         if undone is not None:
             return undone
         why_not = self._no_cut(state, known, worst, now)
         if why_not is not None:
             return hold(state, why_not)
+        not_the_load = self._not_the_load(state, known, worst, now)
+        if not_the_load is None:
+            return self._cut(state, reading, now)
+        binds = known["queued"] > 0 or known["in_flight"] >= known["cap"]
+        if turned_away and binds:
+            # The latency is the requests, not the concurrency, so the cap relieves none of
+            # it; what it does do is turn requests away, each a certain miss (a 70B cut to 5
+            # by a clump of long prompts refused 0.1-0.8 requests/s for the rest of an
+            # evening that static-default served). It grows as below the band.
+            return self._grow(state, known, signals, pressure, now)
+        return hold(state, not_the_load)
+
+    def _cut(self, state: SloBandState, reading: _Reading, now: float) -> Step[SloBandState]:
+        known, signals, pressure, worst = reading
         reference = state.pressure_ref
         if reference is not None and pressure < self.easing * reference:
             eased = replace(state, pressure_ref=pressure)
@@ -312,6 +356,8 @@ class SloBand:
             episode_pressure=state.episode_pressure if episode else pressure,
             episode_load=state.episode_load if episode else known["in_flight"] + known["queued"],
         )
+        if state.judge_at is None:
+            cut = replace(cut, judge_at=now, judge_cap=cap, judge_pace=Pace.of(signals))
         reason = f"{worst} at {pressure:.2f}x its budget: x{factor:.2f} of {base:g} in flight"
         # Never raise on a cut: with few requests in flight the product can exceed the cap.
         target = min(cap - 1, max(base * factor, floor))
@@ -325,18 +371,24 @@ class SloBand:
             return f"{worst} over budget, but cutting relieved nothing: back in band first"
         if state.last_cut_at is not None and now - state.last_cut_at < self.cut_dwell_s:
             return f"{worst} over budget; waiting for the last cut to show"
+        cap, load = known["cap"], known["in_flight"] + known["queued"]
+        if load > self.min_cap and cap < self.max_cap and load < self.max_cut * cap:
+            # A cap this controller set already binds nothing: with the load under max_cut of
+            # it and no queue, the latency is not the concurrency it admits (long prompts, a
+            # slow step), and a cut below the load would only meet the next burst with it.
+            return f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})"
+        return None
+
+    def _not_the_load(
+        self, state: SloBandState, known: dict[str, float], worst: str, now: float
+    ) -> str | None:
+        """Why the latency over budget is not the load the cap admits, or None."""
         load = known["in_flight"] + known["queued"]
         if load <= self.min_cap:
             # The window remembers requests that have left: with this few at the gate and
             # inside vLLM, even the lowest cap would admit them all, so a cut relieves nothing
             # now and only starves the next burst.
             return f"{worst} over budget, but {load:g} in flight or queued"
-        cap = known["cap"]
-        if cap < self.max_cap and load < self.max_cut * cap:
-            # A cap this controller set already binds nothing: with the load under max_cut of
-            # it and no queue, the latency is not the concurrency it admits (long prompts, a
-            # slow step), and a cut below the load would only meet the next burst with it.
-            return f"{worst} over budget, but the cap {cap:g} binds nothing ({load:g})"
         return self._no_evidence(state, load, worst, now)
 
     def _no_evidence(self, state: SloBandState, load: float, worst: str, now: float) -> str | None:
@@ -411,6 +463,56 @@ class SloBand:
         )
         cap = known["cap"]
         return decide(undone, cap, before, reason, min_cap=self.min_cap, max_cap=self.max_cap)
+
+    def _judge_cuts(
+        self,
+        state: SloBandState,
+        known: dict[str, float],
+        signals: AdmissionSignals,
+        now: float,
+    ) -> tuple[SloBandState, Step[SloBandState] | None]:
+        """Judge the cuts a window after the first: give them back if they only throttled vLLM.
+
+        Judged once per window of cuts, whatever the pressure says then: a cut that turned
+        requests away also lowers the pressure of the ones it let in, so the pressure alone
+        cannot tell relief from throttling (:mod:`daemon.policy.admission.pace`).
+        """
+        first, before, pace = state.judge_at, state.judge_cap, state.judge_pace
+        if first is None or now - first < self.settle_s:
+            return state, None
+        state = replace(state, judge_at=None, judge_cap=None, judge_pace=None)
+        now_pace = Pace.of(signals)
+        if before is None or pace is None or now_pace is None or not _refusing(signals):
+            return state, None
+        if not now_pace.throttled_from(pace, self.max_pace_loss):
+            return state, None
+        undone = replace(
+            state,
+            futile=True,
+            episode_at=None,
+            episode_cap=None,
+            episode_pressure=None,
+            futile_load=state.episode_load,
+            futile_at=now,
+        )
+        reason = (
+            f"a window after cuts began vLLM generated {now_pace.tokens_per_s:.0f} tokens/s "
+            f"({pace.tokens_per_s:.0f} before) on {now_pace.requests_per_s:.2f} requests/s "
+            f"({pace.requests_per_s:.2f}) while the gate turned requests away: the cuts only "
+            "throttled it and are given back"
+        )
+        cap = known["cap"]
+        step = decide(undone, cap, before, reason, min_cap=self.min_cap, max_cap=self.max_cap)
+        return undone, step
+
+
+class _Reading(NamedTuple):
+    """One tick's signals and the pressure they put on the band."""
+
+    known: dict[str, float]
+    signals: AdmissionSignals
+    pressure: float
+    worst: str
 
 
 def _refusing(signals: AdmissionSignals) -> bool:

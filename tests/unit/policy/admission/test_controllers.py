@@ -249,6 +249,9 @@ def test_the_registry_builds_each_kind_and_refuses_nonsense() -> None:
         build_controller("vegas", min_cap=9, max_cap=8)
     with pytest.raises(ValueError, match="min_cap"):
         build_controller("gradient2", min_cap=0, max_cap=8)
+    for loss in (0.0, 1.0):
+        with pytest.raises(ValueError, match="max_pace_loss"):
+            build_controller("slo-band", min_cap=1, max_cap=8, max_pace_loss=loss)
 
 
 def test_clamp_rounds_down_into_the_bounds() -> None:
@@ -390,3 +393,79 @@ def test_slo_band_keeps_cuts_that_eased_the_pressure_or_turned_nobody_away() -> 
     assert "easing" in eased.reason
     nobody_waits = band.step(state, replace(hot, cap=14, in_flight=14, ttft_p95_s=1.37), 61.0)
     assert nobody_waits.cap == 10  # a new window: x0.73 of 14
+
+
+def test_slo_band_grows_when_the_latency_is_the_requests_and_the_gate_turns_them_away() -> None:
+    # Long prompts: TTFT over budget at 19 in flight, where 30 were served in budget lately,
+    # so the cap is not what keeps the latency; at 19 it binds and the gate refuses requests.
+    band = SloBand(min_cap=4, max_cap=1024)
+    calm = SloBandState(calm_load=30.0, calm_at=90.0)
+    binding = at(cap=19, in_flight=19, queued=2, ttft_p95_s=1.34, gate_refusals_per_s=0.3)
+    grown = band.step(calm, binding, 100.0)
+    assert grown.cap == 20  # by the queue, at most 10% of the cap, as below the band
+    # Without refusals the same reading is held: nobody is turned away.
+    held = band.step(calm, replace(binding, gate_refusals_per_s=0.0), 100.0)
+    assert held.cap is None
+    assert "the requests, not the concurrency" in held.reason
+    # Nor while the cap binds nothing (refusals of a window ago): nobody waits now.
+    assert band.step(calm, replace(binding, in_flight=15, queued=0), 100.0).cap is None
+    # At the floor's load too: four in flight at a cap of four, requests refused.
+    floor = at(cap=4, in_flight=4, ttft_p95_s=3.0, gate_refusals_per_s=0.8)
+    assert band.step(band.initial_state(), floor, 100.0).cap == 5
+    # Within a window of a cut, the latency still shows the old cap: no raise yet.
+    after_cut = replace(calm, last_cut_at=90.0)
+    assert band.step(after_cut, binding, 100.0).cap is None
+
+
+def test_slo_band_gives_back_cuts_that_only_made_vllm_do_less_work() -> None:
+    # Clumps of chat on a large server: a clump puts TTFT over budget at 13 in flight.
+    band = SloBand(min_cap=4, max_cap=1024)
+    clump = at(
+        cap=1024, in_flight=13, ttft_p95_s=2.3, gen_tokens_per_s=400.0, gate_admitted_per_s=3.5
+    )
+    state, cap, _ = band.step(band.initial_state(), clump, 0.0)
+    assert cap == 6  # x0.5 of 13, the deepest cut of a window: 6.5 rounds down
+    # A window later vLLM generates a quarter less on a third fewer requests, and the gate
+    # turns requests away: the cut throttled a server with room to spare. Given back, even
+    # though the requests let in are now far inside the budget, and no cut until back in band.
+    later = at(
+        cap=6,
+        in_flight=6,
+        ttft_p95_s=0.6,
+        gen_tokens_per_s=300.0,
+        gate_admitted_per_s=2.4,
+        gate_refusals_per_s=1.1,
+    )
+    undone = band.step(state, later, 61.0)
+    assert undone.cap == 1024
+    assert "only throttled it" in undone.reason
+    assert undone.state.futile_load == 13
+    # The mix changed, not the pace: fewer tokens on as many requests (short answers now), or
+    # as many tokens on fewer requests; or within max_pace_loss; or nobody turned away.
+    for kept_reading in (
+        replace(later, gate_admitted_per_s=3.4),
+        replace(later, gen_tokens_per_s=420.0),
+        replace(later, gen_tokens_per_s=330.0),
+        replace(later, gate_refusals_per_s=0.0),
+        replace(later, gate_admitted_per_s=None),
+    ):
+        kept = band.step(state, kept_reading, 61.0)
+        assert kept.cap != 1024
+        # Judged once: the next tick does not judge the same cuts again.
+        assert kept.state.judge_at is None
+        assert band.step(kept.state, later, 70.0).cap != 1024
+
+
+def test_slo_band_keeps_the_slo_as_budget_while_nobody_queues_at_the_gate() -> None:
+    # admission-cap's budgets: 1.5 s inside vLLM when a request may have waited at the gate,
+    # the 2 s SLO itself when none did. A TTFT p95 of 1.8 s with nobody queued meets the SLO,
+    # whether or not the gate refused requests in the window: those never reached vLLM.
+    band = SloBand(min_cap=4, max_cap=1024, ttft_target_s=1.5, ttft_slo_s=2.0)
+    refusing = at(cap=12, in_flight=12, ttft_p95_s=1.8, gate_refusals_per_s=0.8)
+    held = band.step(band.initial_state(), refusing, 100.0)
+    assert held.cap is None
+    assert "inside the band" in held.reason
+    # With requests queued at the gate now, the ones it admits have spent part of the SLO.
+    queueing = band.step(band.initial_state(), replace(refusing, queued=5), 100.0)
+    assert queueing.cap is not None
+    assert queueing.cap < 12

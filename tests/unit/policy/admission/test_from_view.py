@@ -26,6 +26,8 @@ FULL = {
     "errors_per_s": 0.25,
     "rejections_per_s": 1.0,
     "gate_refusals_per_s": 2.0,
+    "gate_admitted_per_s": 6.0,
+    "gen_tokens_per_s": 900.0,
 }
 
 
@@ -44,6 +46,8 @@ def test_every_field_from_its_catalogue_name() -> None:
         preemptions_per_s=0.5,
         vllm_errors_per_s=1.25,
         gate_refusals_per_s=2.0,
+        gate_admitted_per_s=6.0,
+        gen_tokens_per_s=900.0,
     )
 
 
@@ -91,6 +95,7 @@ def _haproxy_store(now: float) -> SignalStore:
                 Sample(SeriesKey("haproxy_queue_current", server), 5.0, at, "haproxy-a"),
                 Sample(SeriesKey("haproxy_queue_time_seconds", server), 0.4, at, "haproxy-a"),
                 Sample(SeriesKey("haproxy_backend_http_5xx_total", backend), t, at, "haproxy-a"),
+                Sample(SeriesKey("haproxy_sessions_total", server), 3.0 * t, at, "haproxy-a"),
             ]
         )
     return store
@@ -106,8 +111,11 @@ def test_the_haproxy_source_series_reach_the_view_under_the_gate_names() -> None
     assert signals["gate_queue"] == 5.0
     assert signals["gate_queue_time_s"] == 0.4
     assert math.isclose(signals["gate_refusals_per_s"], 1.0)
+    assert math.isclose(signals["gate_admitted_per_s"], 3.0)
     mapped = admission_signals(views["a"])
     assert (mapped.cap, mapped.in_flight, mapped.queued) == (32.0, 30.0, 5.0)
+    assert mapped.gate_admitted_per_s is not None
+    assert math.isclose(mapped.gate_admitted_per_s, 3.0)
 
 
 def test_a_stale_gate_reaches_no_view() -> None:
