@@ -14,8 +14,9 @@ same names come from the virtual run, on the same rules:
   interpolations and ``tpot`` is its inter-token latency; per-request exact values are used
   here, for both ``tpot`` and ``request_tpot``.)
 - **Gate** signals (``gate_cap``, ``gate_in_flight``, ``gate_queue``, ``gate_queue_time_s``,
-  ``gate_refusals_per_s``, ``gate_admitted_per_s``) when the run has a gate: HAProxy stays up while vLLM restarts;
-  ``gate_cap_share`` from the cap and ``max-num-seqs``, as the daemon's views add it.
+  ``gate_refusals_per_s``, ``gate_admitted_per_s``) when the run has a gate: HAProxy stays up
+  while vLLM restarts; ``gate_cap_share`` from the cap and ``max-num-seqs``, as the daemon's
+  views add it.
 - **No stale data.** While vLLM is not serving (draining, down) only ``healthy = 0`` is fresh.
   Once it is back, rates and quantiles use only what happened since (its counters and
   histograms started again from zero), and a rate needs two scrapes.
