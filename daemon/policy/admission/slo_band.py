@@ -447,21 +447,30 @@ class SloBand:
         relieved = pressure < self.easing * then
         if relieved or not (turned_away or known["queued"] > 0):
             return None
-        # The server has shown that cutting at this load relieves nothing: the next latency
-        # cut needs the load to grow beyond it.
+        reason = (
+            f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "
+            f"turned away: the cuts are given back"
+        )
+        return self._give_back(state, known["cap"], before, reason, now)
+
+    def _give_back(
+        self, state: SloBandState, cap: float, before: float, reason: str, now: float
+    ) -> Step[SloBandState]:
+        """Put the cap back to ``before``, the cap a window of cuts found, as futile.
+
+        The server has shown that cutting at the load of the window's first cut relieves
+        nothing: no cut until the pressure is back in its band, and the next latency cut
+        needs the load to grow beyond that one.
+        """
         undone = replace(
             state,
             futile=True,
             episode_at=None,
             episode_cap=None,
+            episode_pressure=None,
             futile_load=state.episode_load,
             futile_at=now,
         )
-        reason = (
-            f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "
-            f"turned away: the cuts are given back"
-        )
-        cap = known["cap"]
         return decide(undone, cap, before, reason, min_cap=self.min_cap, max_cap=self.max_cap)
 
     def _judge_cuts(
@@ -486,24 +495,14 @@ class SloBand:
             return state, None
         if not now_pace.throttled_from(pace, self.max_pace_loss):
             return state, None
-        undone = replace(
-            state,
-            futile=True,
-            episode_at=None,
-            episode_cap=None,
-            episode_pressure=None,
-            futile_load=state.episode_load,
-            futile_at=now,
-        )
         reason = (
             f"a window after cuts began vLLM generated {now_pace.tokens_per_s:.0f} tokens/s "
             f"({pace.tokens_per_s:.0f} before) on {now_pace.requests_per_s:.2f} requests/s "
             f"({pace.requests_per_s:.2f}) while the gate turned requests away: the cuts only "
             "throttled it and are given back"
         )
-        cap = known["cap"]
-        step = decide(undone, cap, before, reason, min_cap=self.min_cap, max_cap=self.max_cap)
-        return undone, step
+        step = self._give_back(state, known["cap"], before, reason, now)
+        return step.state, step
 
 
 class _Reading(NamedTuple):
