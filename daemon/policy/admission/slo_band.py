@@ -251,9 +251,14 @@ class SloBand:
             # Back in its band: the cuts relieved the pressure, or it went of itself.
             state = replace(state, futile=False, episode_cap=None, episode_pressure=None)
         below_calm = self._below_calm(known["cap"], state, now)
-        if pressure >= self.low_water and not (_refusing(signals) and below_calm):
-            return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
-        return self._grow(state, known, signals, pressure, now)
+        if pressure < self.low_water:
+            return self._grow(
+                state, known, signals, f"pressure {pressure:.2f} < {self.low_water}", now
+            )
+        if _refusing(signals) and below_calm:
+            why = f"inside the band (pressure {pressure:.2f}), refusing below the calm load"
+            return self._grow(state, known, signals, why, now)
+        return hold(state, f"inside the band (pressure {pressure:.2f}, {worst})")
 
     def _calm(self, state: SloBandState, load: float, now: float) -> SloBandState:
         """Fold this calm tick's load into the calm load, averaged over one window.
@@ -273,21 +278,22 @@ class SloBand:
         state: SloBandState,
         known: dict[str, float],
         signals: AdmissionSignals,
-        pressure: float,
+        why: str,
         now: float,
     ) -> Step[SloBandState]:
+        """Raise the cap by the queue, paced, when there is demand at the gate; ``why`` it may."""
         cap = known["cap"]
         refused = signals.gate_refusals_per_s or 0.0  # optional: more evidence of demand
         demand = known["queued"] > 0 or refused > 0 or known["in_flight"] >= cap
         if not demand:
-            return hold(state, f"no demand at the gate (pressure {pressure:.2f})")
+            return hold(state, f"no demand at the gate ({why})")
         if state.last_cut_at is not None and now - state.last_cut_at < self.settle_s:
             return hold(state, "settling: the window still holds requests from before the cut")
         if state.last_grow_at is not None and now - state.last_grow_at < self.grow_dwell_s:
             return hold(state, "waiting for the last raise to show")
         growth = max(1.0, min(known["queued"], self.max_growth * cap))
         grown = replace(state, last_grow_at=now)
-        reason = f"pressure {pressure:.2f} < {self.low_water}, {known['queued']:g} queued"
+        reason = f"{why}, {known['queued']:g} queued"
         return decide(grown, cap, cap + growth, reason, min_cap=self.min_cap, max_cap=self.max_cap)
 
     def _pressure(self, known: dict[str, float]) -> tuple[float, str]:
@@ -330,7 +336,8 @@ class SloBand:
             # it; what it does do is turn requests away, each a certain miss (a 70B cut to 5
             # by a clump of long prompts refused 0.1-0.8 requests/s for the rest of an
             # evening that static-default served). It grows as below the band.
-            return self._grow(state, known, signals, pressure, now)
+            why = f"{not_the_load}; the gate turns requests away"
+            return self._grow(state, known, signals, why, now)
         return hold(state, not_the_load)
 
     def _cut(self, state: SloBandState, reading: _Reading, now: float) -> Step[SloBandState]:

@@ -370,6 +370,7 @@ def test_slo_band_grows_inside_its_band_while_the_gate_turns_requests_away() -> 
     refusing = at(cap=4, in_flight=4, queued=3, ttft_p95_s=0.9, gate_refusals_per_s=0.2)
     grown = BAND.step(calm, refusing, 100.0)
     assert grown.cap == 5
+    assert "refusing below the calm load" in grown.reason
     # Without refusals, a queue inside the band is held (the hysteresis) ...
     held = BAND.step(calm, replace(refusing, gate_refusals_per_s=0.0), 100.0)
     assert held.cap is None
@@ -403,6 +404,9 @@ def test_slo_band_grows_when_the_latency_is_the_requests_and_the_gate_turns_them
     binding = at(cap=19, in_flight=19, queued=2, ttft_p95_s=1.34, gate_refusals_per_s=0.3)
     grown = band.step(calm, binding, 100.0)
     assert grown.cap == 20  # by the queue, at most 10% of the cap, as below the band
+    # The decision record says why it grew over budget, not "pressure below the band".
+    assert "the requests, not the concurrency; the gate turns requests away" in grown.reason
+    assert "< 0.6" not in grown.reason
     # Without refusals the same reading is held: nobody is turned away.
     held = band.step(calm, replace(binding, gate_refusals_per_s=0.0), 100.0)
     assert held.cap is None
