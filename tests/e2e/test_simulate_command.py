@@ -84,3 +84,20 @@ def test_an_unknown_controller_is_refused_with_the_known_ones(tmp_path: Path) ->
     assert done.returncode == 78
     assert "unknown controller(s) magic" in done.stderr
     assert "naive-script" in done.stderr
+
+
+def test_a_run_can_start_from_the_deployments_settings_and_a_bad_start_is_refused(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "report.json"
+    done = _simulate(
+        tmp_path, "--baselines", "static-default,aimd", "--start", "16x4096", "--json", str(out)
+    )
+    assert done.returncode == 0, done.stderr
+    controllers = json.loads(out.read_text())["controllers"]
+    for name in ("static-default", "aimd"):
+        assert controllers[name]["settings"] == {"max_num_seqs": 16, "max_num_batched_tokens": 4096}
+    for bad in ("16", "16x", "0x4096", "ax4096", "16x-1"):
+        refused = _simulate(tmp_path, "--baselines", "static-default", "--start", bad)
+        assert refused.returncode == 2, bad  # argparse's usage error, before anything runs
+        assert "expected SEQSxTOKENS" in refused.stderr, refused.stderr

@@ -50,6 +50,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--config", type=Path, help="config.toml for envelopes (default: a built-in one)"
     )
     parser.add_argument(
+        "--start",
+        type=starting_point,
+        metavar="SEQSxTOKENS",
+        help="the server's max-num-seqs x max-num-batched-tokens when the run starts, for every "
+        "controller but the best-static grid (default: vLLM's defaults on the profile); "
+        "static-default then keeps them",
+    )
+    parser.add_argument(
         "--baselines",
         default=",".join(BASELINES),
         help=f"comma-separated controllers (default: all: {','.join(BASELINES)})",
@@ -73,6 +81,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--jobs", type=int, default=1, help="worker processes (default: %(default)s)"
     )
     parser.set_defaults(main=main)
+
+
+def starting_point(text: str) -> tuple[int, int]:
+    """``64x2048`` -> ``(64, 2048)``.
+
+    Raises:
+        argparse.ArgumentTypeError: not two positive whole numbers joined by ``x``.
+    """
+    seqs, _, tokens = text.strip().lower().partition("x")
+    if not (seqs.isdigit() and tokens.isdigit() and int(seqs) > 0 and int(tokens) > 0):
+        message = f"expected SEQSxTOKENS, two positive whole numbers such as 64x2048; got {text!r}"
+        raise argparse.ArgumentTypeError(message)
+    return int(seqs), int(tokens)
 
 
 def main(args: argparse.Namespace) -> int:
@@ -104,6 +125,7 @@ def main(args: argparse.Namespace) -> int:
             config=args.config,
             approval_delay_s=args.approval_delay,
             approval_answer=args.approval_answer,
+            start=args.start,
         )
         session = Session(template, tuple(range(1, args.seeds + 1)), controllers, args.jobs)
         report, tallies = simulate(session)

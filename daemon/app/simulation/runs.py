@@ -29,7 +29,7 @@ from daemon.sources.registry import signal_registry
 from simulator.arrivals import Arrival
 from simulator.engine import Engine
 from simulator.gate import Gate
-from simulator.profiles import load_profile
+from simulator.profiles import EngineProfile, load_profile
 from simulator.settings import EngineSettings
 from simulator.virtual_time import VirtualRun
 
@@ -64,6 +64,10 @@ class Job:
         config: The governor's config.toml, or None for the built-in simulation config.
         approval_delay_s: Seconds before a proposal is answered.
         approval_answer: ``approve`` or ``reject``.
+        start: The server's settings when the run starts, ``(max_num_seqs,
+            max_num_batched_tokens)``, for every controller but a grid point (None: vLLM's
+            defaults on the profile). ``static-default`` is then these settings kept: the
+            deployment left as it is.
     """
 
     controller: str
@@ -75,6 +79,7 @@ class Job:
     config: Path | None = None
     approval_delay_s: float = 60.0
     approval_answer: str = APPROVE
+    start: tuple[int, int] | None = None
 
 
 def static_name(max_num_seqs: int, max_num_batched_tokens: int) -> str:
@@ -86,7 +91,7 @@ def execute(job: Job) -> RunTally:
     """Run one job to the end (see the module docstring)."""
     profile = load_profile(job.profile)
     workload = load(trace=job.trace, spec=job.spec, seed=job.seed, profile=profile.name)
-    settings = EngineSettings.defaults(profile)
+    settings = starting_settings(job, profile)
     if job.controller.startswith(STATIC_PREFIX):
         seqs, tokens = job.controller.removeprefix(STATIC_PREFIX).split("x")
         settings = EngineSettings.defaults(
@@ -112,6 +117,20 @@ def execute(job: Job) -> RunTally:
         "max_num_batched_tokens": settings.max_num_batched_tokens,
     }
     return result
+
+
+def starting_settings(job: Job, profile: EngineProfile) -> EngineSettings:
+    """The server's settings at the start of ``job``'s run: its ``start``, else the defaults."""
+    if job.start is None:
+        return EngineSettings.defaults(profile)
+    seqs, tokens = job.start
+    return EngineSettings.defaults(profile, max_num_seqs=seqs, max_num_batched_tokens=tokens)
+
+
+def starting_name(job: Job, profile: EngineProfile) -> str:
+    """The grid point of the starting settings (``static:SEQSxTOKENS``)."""
+    settings = starting_settings(job, profile)
+    return static_name(settings.max_num_seqs, settings.max_num_batched_tokens)
 
 
 def _controller(job: Job, run: VirtualRun) -> Controller:

@@ -17,7 +17,13 @@ from daemon.app.simulation.names import (
     STATIC_DEFAULT,
 )
 from daemon.app.simulation.reports import build
-from daemon.app.simulation.runs import Job, check_governed, execute_all, static_name
+from daemon.app.simulation.runs import (
+    Job,
+    check_governed,
+    execute_all,
+    starting_name,
+    static_name,
+)
 from daemon.app.simulation.tallies import RunTally
 from daemon.app.simulation.workloads import load
 from simulator.profiles import load_profile
@@ -69,8 +75,7 @@ def jobs_of(session: Session) -> list[Job]:
             names.extend(static_name(s, t) for s, t in grid)
         elif name != STATIC_DEFAULT:
             names.append(name)
-    profile = load_profile(session.template.profile)
-    default = static_name(profile.default_max_num_seqs, profile.default_max_num_batched_tokens)
+    default = starting_name(session.template, load_profile(session.template.profile))
     if STATIC_DEFAULT in session.controllers and default not in names:
         names.insert(0, STATIC_DEFAULT)
     unique = list(dict.fromkeys(names))
@@ -92,7 +97,7 @@ def simulate(session: Session) -> tuple[dict[str, Any], dict[str, list[RunTally]
     for result in results:
         by_controller[result.controller].append(result)
     profile = load_profile(session.template.profile)
-    default = static_name(profile.default_max_num_seqs, profile.default_max_num_batched_tokens)
+    default = starting_name(session.template, profile)
     if STATIC_DEFAULT in session.controllers and default in by_controller:
         by_controller[STATIC_DEFAULT] = by_controller[default]
     template = session.template
