@@ -77,6 +77,7 @@ async def forward(steps: ChangeSteps) -> ActuationResult:
         why = f"not ready within {steps.instance.ready_timeout_s:g} s ({seen.state}: {seen.detail})"
         return await revert(steps, why)
     await steps.mark(READY, new_start=seen.process_start)
+    _said(steps, await steps.follow_gate("new"))
     # The verification needs the server's real traffic: the gate admits before it.
     await steps.admit_gate()
     return await verify_and_finish(steps, seen.process_start)
@@ -140,6 +141,7 @@ async def after_revert_restart(
 async def reverify(steps: ChangeSteps, reason: str, seen: Probe) -> ActuationResult:
     """Verify the server back on its last-known-good config, and finish as reverted."""
     await steps.mark(REVERT_READY, revert_start=seen.process_start)
+    _said(steps, await steps.follow_gate("old"))
     await steps.admit_gate()
     await steps.mark(REVERT_VERIFYING)
     with steps.timer.phase("revert_verify"):
@@ -189,6 +191,12 @@ async def finish(
         plan=steps.plan.as_json(),
         quarantine=quarantine,
     )
+
+
+def _said(steps: ChangeSteps, what: str | None) -> None:
+    """Log what a step did at the gate, when it did anything."""
+    if what is not None:
+        log.info("gate", extra={"target": steps.instance.name, "gate": what})
 
 
 def _changes(steps: ChangeSteps) -> str:

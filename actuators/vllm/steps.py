@@ -20,7 +20,7 @@ import os
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from actuators.vllm.atomic_files import atomic_write, snapshot
 from actuators.vllm.drain_watch import DrainWatch
@@ -76,6 +76,8 @@ OPERATOR_STATES = ("DRAIN", "MAINT")  # HAProxy's status of a server out of rota
 GATE_TRIES = 3
 AFTER_RESTART = (RESTARTING, RESTARTED, READY, VERIFYING)
 HOLD_HOOK = "VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP"
+MAX_NUM_SEQS = "max_num_seqs"
+T = TypeVar("T")
 
 
 class PhaseTimer:
@@ -206,6 +208,37 @@ class ChangeSteps:
             f"{waited:.1f} s"
         )
 
+    async def follow_gate(self, side: Side) -> str | None:
+        """Keep the gate's cap where its controller had it, in the server now on ``side``.
+
+        A cap at the old ``max-num-seqs`` was a gate as open as vLLM allowed: it opens to the
+        new value, or a raise of ``max-num-seqs`` would stay throttled at the old one until
+        this change ends (the gate's controller moves no cap while a change of the server is
+        in flight), verification window included. A cap above the new value comes down to it.
+        Any other cap is the controller's and stays, so that the windows verification
+        compares saw the same gate. None when there is nothing to follow.
+        """
+        if self.gate is None or MAX_NUM_SEQS not in self.plan.knobs:
+            return None
+        planned_old, planned_new = self.plan.knobs[MAX_NUM_SEQS]
+        if planned_old is None:
+            return None
+        old, new = (planned_old, planned_new) if side == "new" else (planned_new, planned_old)
+        gate = self.gate
+        cap, error = await _tried(gate.read_cap)
+        if cap is None:
+            why = error or "the gate has no cap"
+            self.mark_facts(gate_follow_error=why)
+            return f"the gate {gate.where}'s cap could not be read, so it was left: {why}"
+        if cap < old and cap <= new:
+            return None
+        written, error = await _tried(lambda: gate.write_cap(int(new)))
+        if written is None:
+            self.mark_facts(gate_follow_error=error or "no cap read back")
+            return f"the gate {gate.where}'s cap could not follow max-num-seqs: {error}"
+        self.mark_facts(gate_cap_followed=[cap, written])
+        return f"gate cap {cap} -> {written}, with max-num-seqs {old:g} -> {new:g}"
+
     async def admit_gate(self) -> str | None:
         """Let the gate admit again, if this change (or a governor before) drained it.
 
@@ -297,7 +330,7 @@ class ChangeSteps:
         return await verify(self.instance, self.windows, self.clock, baseline, process_start)
 
 
-async def _tried(call: Callable[[], Awaitable[str]]) -> tuple[str | None, str]:
+async def _tried(call: Callable[[], Awaitable[T | None]]) -> tuple[T | None, str]:
     """``call()``'s answer, tried up to GATE_TRIES times; or None and the last error."""
     error = ""
     for attempt in range(GATE_TRIES):

@@ -10,6 +10,15 @@ the same length before the change:
 * ``ttft_p95_s`` may grow by at most the factor ``verify_max_ttft_p95_ratio``;
 * ``preemptions_per_s`` may rise by at most ``verify_max_preemption_rate_increase``.
 
+Behind an admission gate the comparison is of what the gate's clients saw, since a change of
+``max-num-seqs`` moves requests between the gate and vLLM: a raise lets in requests that
+waited at the gate or were refused there, and vLLM's own TTFT grows while its clients wait
+less (an 8B server raised from 32 to 128 sequences: vLLM's TTFT p95 0.085 -> 0.235 s, while
+the gate's refusals of ~4 a second stopped). Where the window on both sides has the gate's
+signal, ``errors_per_s`` counts its 503s too (``gate_refusals_per_s``) and ``ttft_p95_s``
+adds the mean wait at it (``gate_queue_time_s``, HAProxy's ``qtime``: a mean, not a p95, so
+the sum stands for a client's TTFT p95 without being one).
+
 The governor's own store, not a separate scrape, is the measure: it is what the policies
 decided on, it already derives windowed rates and quantiles from histogram buckets and handles
 the counter reset of a restart, and its windows before the change cost no waiting. The window
@@ -30,6 +39,8 @@ from actuators.vllm.probes import probe, same_process
 from daemon.api import Clock, SignalWindows, VllmInstance
 
 MEASURED = ("errors_per_s", "ttft_p95_s", "preemptions_per_s")
+# Behind a gate: the gate's signal -> the measured signal it adds to (what clients saw).
+GATE_PARTS = {"gate_refusals_per_s": "errors_per_s", "gate_queue_time_s": "ttft_p95_s"}
 COUNTERS = ("errors_per_s", "preemptions_per_s")
 # The longest a source waits between two polls after an outage (its backoff's cap).
 SOURCE_CATCH_UP_S = 60.0
@@ -68,6 +79,7 @@ def judge(
     before: Mapping[str, float | None], after: Mapping[str, float | None], instance: VllmInstance
 ) -> Verdict:
     """Compare the windows before and after with the instance's conditions. Pure."""
+    before, after = as_clients_saw_it(before, after)
     checks = (
         _increase(
             "errors_per_s", before, after, instance.verify_max_error_rate_increase, "errors/s"
@@ -90,6 +102,20 @@ def judge(
         )
         return Verdict(False, f"worse than before the change: {detail}", checks)
     return Verdict(True, "not worse than before the change", checks)
+
+
+def as_clients_saw_it(
+    before: Mapping[str, float | None], after: Mapping[str, float | None]
+) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Both windows with the gate's part added where both have it (the module docstring)."""
+    seen_before, seen_after = dict(before), dict(after)
+    for gate_signal, signal in GATE_PARTS.items():
+        parts = [(side.get(signal), side.get(gate_signal)) for side in (before, after)]
+        if all(own is not None and gate is not None for own, gate in parts):
+            (own_before, gate_before), (own_after, gate_after) = parts
+            seen_before[signal] = float(own_before or 0.0) + float(gate_before or 0.0)
+            seen_after[signal] = float(own_after or 0.0) + float(gate_after or 0.0)
+    return seen_before, seen_after
 
 
 def _increase(

@@ -18,7 +18,10 @@ from daemon.core.settings import VllmInstance
 
 
 class GateDrain(Protocol):
-    """One instance's gate: hold new requests back, count those inside, let requests in again."""
+    """One instance's gate: hold new requests, count those inside, admit again; and its cap.
+
+    The cap follows a change of ``max-num-seqs`` (``ChangeSteps.follow_gate``).
+    """
 
     @property
     def where(self) -> str:
@@ -46,6 +49,22 @@ class GateDrain(Protocol):
 
         Raises:
             GovernorError: The gate cannot be reached.
+        """
+        ...
+
+    async def read_cap(self) -> int | None:
+        """The gate's admission cap for the server now (HAProxy: ``maxconn``); None: none.
+
+        Raises:
+            GovernorError: The gate cannot be reached.
+        """
+        ...
+
+    async def write_cap(self, cap: int) -> int | None:
+        """Set the cap and return it as read back.
+
+        Raises:
+            GovernorError: The gate cannot be reached or refused the command.
         """
         ...
 

@@ -79,6 +79,9 @@ async def test_the_gate_drains_before_the_restart_and_admits_once_the_new_server
         admitted = entry.facts["gate_admitted"]
         assert admitted == "UP" or admitted.startswith("DOWN "), admitted
         assert entry.facts["drain"].startswith(f"gate {haproxy.stats_socket} vllm/main drained")
+        # The cap stood at the old max-num-seqs (8): as open as vLLM allowed, it opens to 16.
+        assert entry.facts["gate_cap_followed"] == [8, 16]
+        assert haproxy.stat(BACKEND, SERVER)["slim"] == "16"
         # No request reached the draining server: it refused nothing, and no client saw a 500.
         assert entry.facts["restart"]["refused_in_drain"] == 0
         outcomes = inside.outcomes() + arriving.outcomes()
@@ -94,7 +97,7 @@ async def test_the_gate_drains_before_the_restart_and_admits_once_the_new_server
         journal.close()
 
 
-async def test_a_server_an_operator_drained_stays_drained_through_a_restart(
+async def test_a_server_an_operator_drained_stays_drained_through_a_restart_at_its_cap(
     short_tmp: Path,
 ) -> None:
     with (
@@ -102,6 +105,7 @@ async def test_a_server_an_operator_drained_stays_drained_through_a_restart(
         gate_in_front(short_tmp, sim.port) as (haproxy, _port),
     ):
         haproxy.command(f"set server {BACKEND}/{SERVER} state drain")
+        haproxy.command(f"set maxconn server {BACKEND}/{SERVER} 5")  # the gate's controller's
         instance = gated(sim, haproxy)
         journal = SqliteJournal(short_tmp / "state.sqlite3", SystemClock())
         async with live_windows(instance) as windows:
@@ -115,4 +119,7 @@ async def test_a_server_an_operator_drained_stays_drained_through_a_restart(
         assert entry is not None
         assert entry.facts["drain"].startswith(f"gate {haproxy.stats_socket} vllm/main already")
         assert "gate_admitted" not in entry.facts
+        # A cap the gate's controller set below max-num-seqs stays where it was.
+        assert "gate_cap_followed" not in entry.facts
+        assert haproxy.stat(BACKEND, SERVER)["slim"] == "5"
         journal.close()

@@ -12,7 +12,14 @@ from collections.abc import Mapping
 from daemon.engine.evaluation.signal_plane import SignalPlane
 from daemon.sources.view import OK
 
-MEASURED = ("errors_per_s", "ttft_p95_s", "preemptions_per_s")
+MEASURED = (
+    "errors_per_s",
+    "ttft_p95_s",
+    "preemptions_per_s",
+    # Behind a gate, what its clients saw besides (actuators/vllm/verification.py).
+    "gate_refusals_per_s",
+    "gate_queue_time_s",
+)
 
 
 class StoreSignalWindows:

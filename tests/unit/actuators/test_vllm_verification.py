@@ -41,6 +41,41 @@ def test_conditions_compare_the_window_after_with_the_window_before(
     assert len(verdict.checks) == 3
 
 
+# An 8B server behind a gate raised from 32 to 128 sequences (bench.proof_tune's misconfigured
+# start): vLLM's own TTFT p95 grows as it takes in what waited at the gate, whose refusals stop.
+GATED_BEFORE = {
+    "ttft_p95_s": 0.085,
+    "errors_per_s": 0.0,
+    "gate_queue_time_s": 1.1,
+    "gate_refusals_per_s": 4.2,
+}
+GATED_AFTER = {
+    "ttft_p95_s": 0.235,
+    "errors_per_s": 0.0,
+    "gate_queue_time_s": 0.0,
+    "gate_refusals_per_s": 0.0,
+}
+
+
+def test_behind_a_gate_what_its_clients_saw_is_compared() -> None:
+    verdict = judge(GATED_BEFORE, GATED_AFTER, SERVER)
+    assert verdict.ok, verdict.detail
+    compared = {check.signal: (check.before, check.after) for check in verdict.checks}
+    assert compared["ttft_p95_s"] == pytest.approx((1.185, 0.235))
+    assert compared["errors_per_s"] == pytest.approx((4.2, 0.0))
+    # The other way round (a change that sends clients back to wait at the gate) is worse.
+    assert not judge(GATED_AFTER, GATED_BEFORE, SERVER).ok
+
+
+@pytest.mark.parametrize("missing", ["gate_queue_time_s", "gate_refusals_per_s"])
+def test_a_gate_signal_missing_on_one_side_leaves_vllms_own_figure(missing: str) -> None:
+    after = {name: value for name, value in GATED_AFTER.items() if name != missing}
+    verdict = judge(GATED_BEFORE, after, SERVER)
+    compared = {check.signal: (check.before, check.after) for check in verdict.checks}
+    own = "ttft_p95_s" if missing == "gate_queue_time_s" else "errors_per_s"
+    assert compared[own] == (GATED_BEFORE[own], GATED_AFTER[own])
+
+
 class Windows:
     def __init__(self, answers: list[dict[str, float | None]]) -> None:
         self.answers = answers
