@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 from daemon.app.simulation.config import instance_of, load_simulation_config
-from daemon.app.simulation.events import REALISED
+from daemon.app.simulation.events import REALISED, RESTART, REVERT
 from daemon.app.simulation.names import (
     BEST_STATIC,
     GOVERNOR,
@@ -69,18 +69,44 @@ MAX_RESTARTS_PER_HOUR = 1.0
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One workload of the proof: its spec and whether its best setting shifts over the run."""
+    """One workload of the proof.
+
+    Attributes:
+        name: The proof's name for it (``--workloads``).
+        spec: The workload spec's name under ``simulator/workloads/``.
+        shifts: Whether its best setting shifts over the run (the goal against best-static).
+        start_seqs: The server's ``max_num_seqs`` at the start, every controller but the
+            grid's (None: vLLM's defaults); its token budget stays the default.
+    """
 
     name: str
+    spec_name: str
     shifts: bool
+    start_seqs: int | None = None
 
     @property
     def spec(self) -> Path:
         """The spec file."""
-        return WORKLOADS_DIR / f"{self.name}.yaml"
+        return WORKLOADS_DIR / f"{self.spec_name}.yaml"
+
+    def start(self, profile: str) -> tuple[int, int] | None:
+        """The starting settings on ``profile`` (None: its defaults)."""
+        if self.start_seqs is None:
+            return None
+        return self.start_seqs, load_profile(profile).default_max_num_batched_tokens
 
 
-WORKLOADS = (Workload("tune-shifting-day", shifts=True), Workload("tune-steady-chat", shifts=False))
+# A misconfigured start (issue 16: "max-num-seqs 16 on an H100 8B"): the steady chat on a
+# server started at 32 sequences, the envelope's least, against the defaults' 1024 (128 on the
+# CPU profile). static-default is then that start kept: the deployment left as it is.
+MISCONFIGURED_SEQS = 32
+WORKLOADS = (
+    Workload("tune-shifting-day", "tune-shifting-day", shifts=True),
+    Workload("tune-steady-chat", "tune-steady-chat", shifts=False),
+    Workload(
+        "misconfigured-start", "tune-steady-chat", shifts=False, start_seqs=MISCONFIGURED_SEQS
+    ),
+)
 
 
 def workloads_named(names: str) -> list[Workload]:
@@ -156,12 +182,22 @@ def median_abs_error(errors: Sequence[float]) -> float | None:
     return statistics.median(abs(error) for error in errors) if errors else None
 
 
-def restarts_per_hour(entry: Mapping[str, Any], duration_s: float) -> float:
-    """A controller's restarts (mean over seeds) per hour of the run (one instance)."""
-    return float(entry["restarts"]) / (duration_s / HOUR_S)
+def most_restarts_in_an_hour(results: Sequence[RunTally]) -> int:
+    """The most restarts (reverts included) one run made within any hour, over every seed.
+
+    The issue's "at most 1 restart per instance per hour" is a limit on every hour, so it is
+    read off the restarts' times, not as a run's count over its length: one restart in a run
+    of 20 minutes is one in that hour, not three an hour.
+    """
+    most = 0
+    for result in results:
+        times = sorted(event.at for event in result.events if event.kind in (RESTART, REVERT))
+        for index, start in enumerate(times):
+            most = max(most, sum(1 for at in times[index:] if at < start + HOUR_S))
+    return most
 
 
-def goals(report: Mapping[str, Any], *, shifts: bool, duration_s: float) -> list[Goal]:
+def goals(report: Mapping[str, Any], *, shifts: bool) -> list[Goal]:
     """The issue's goals for the governor, each with its value, measured in the same run."""
     c = report["controllers"]
     gov = c[GOVERNOR]["goodput_rps"]
@@ -184,9 +220,9 @@ def goals(report: Mapping[str, Any], *, shifts: bool, duration_s: float) -> list
             error is not None and error <= MAX_MEDIAN_ERROR,
         )
     )
-    rate = restarts_per_hour(c[GOVERNOR], duration_s)
+    most = report["governor_restarts_in_an_hour"]
     found.append(
-        Goal("restarts per instance per hour", rate, "<= 1", rate <= MAX_RESTARTS_PER_HOUR)
+        Goal("restarts per instance in any hour", most, "<= 1", most <= MAX_RESTARTS_PER_HOUR)
     )
     return found
 
@@ -196,21 +232,21 @@ def _ratio_goal(name: str, value: float, base: float, least: float) -> Goal:
     return Goal(name, ratio, f">= {least:g}x", ratio is not None and ratio >= least)
 
 
-def table(report: Mapping[str, Any], duration_s: float) -> str:
-    """Every controller side by side: goodput, SLO, ratios, restarts per hour."""
+def table(report: Mapping[str, Any]) -> str:
+    """Every controller side by side: goodput, SLO, ratios, restarts per run (mean)."""
     c = report["controllers"]
     default, best = c[STATIC_DEFAULT]["goodput_rps"], c[BEST_STATIC]["goodput_rps"]
     lines = [
         f"workload {report['workload']}, profile {report['profile']}, seeds {report['seeds']}",
         f"{'controller':<24}{'goodput/s':>10}{'SLO':>8}{'x default':>10}{'x best':>8}"
-        f"{'restarts/h':>11}  setting",
+        f"{'restarts':>9}  setting",
     ]
     for name, entry in c.items():
         setting = entry.get("grid_point") or entry.get("grid_points") or entry.get("settings")
         lines.append(
             f"{name:<24}{entry['goodput_rps']:>10.2f}{entry['slo_attainment'] * 100:>7.1f}%"
             f"{_x(entry['goodput_rps'], default):>10}{_x(entry['goodput_rps'], best):>8}"
-            f"{restarts_per_hour(entry, duration_s):>11.2f}  {_setting(setting)}"
+            f"{float(entry['restarts']):>9.2f}  {_setting(setting)}"
         )
     errors = report.get("prediction_errors", [])
     median = report.get("median_prediction_error")
@@ -285,7 +321,7 @@ def run_one(
     if args.grid_tokens:
         tokens = tuple(int(v) for v in args.grid_tokens.split(","))
     seqs, tokens = with_defaults(profile, seqs, tokens)
-    template = Job("", profile, None, workload.spec, 1, (policies,))
+    template = Job("", profile, None, workload.spec, 1, (policies,), start=workload.start(profile))
     session = Session(
         template,
         tuple(range(1, args.seeds + 1)),
@@ -295,6 +331,8 @@ def run_one(
         grid_tokens=tokens,
     )
     report, tallies = simulate(session)
+    report["workload"] = workload.name  # the proof's name: two rows may share a spec
+    report["start"] = template.start
     duration = tallies[GOVERNOR][0].duration_s
     errors = prediction_errors(tallies[GOVERNOR])
     report["prediction_errors"] = errors
@@ -302,10 +340,11 @@ def run_one(
     report["duration_s"] = duration
     report["grid_axes"] = {"max_num_seqs": list(seqs), "max_num_batched_tokens": list(tokens)}
     report["governor_did"] = activity(tallies[GOVERNOR])
-    met = goals(report, shifts=workload.shifts, duration_s=duration)
+    report["governor_restarts_in_an_hour"] = most_restarts_in_an_hour(tallies[GOVERNOR])
+    met = goals(report, shifts=workload.shifts)
     report["goal_lines"] = [goal.line() for goal in met]
     report["wall_s"] = time.monotonic() - started
-    print(table(report, duration))
+    print(table(report))
     print(f"governor, summed over seeds: {report['governor_did']}")
     print(*report["goal_lines"], sep="\n")
     print(f"({report['wall_s']:.0f} s of wall time)\n", flush=True)
