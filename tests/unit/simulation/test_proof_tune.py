@@ -165,8 +165,8 @@ def test_restarts_are_counted_in_the_busiest_hour_of_any_seed_not_per_run_length
 def test_a_misconfigured_start_runs_every_controller_but_the_grid_from_it() -> None:
     (started,) = workloads_named("misconfigured-start")
     assert started.spec.name == "tune-steady-chat.yaml"
-    assert started.start("llama-3.1-8b-h100-tp1") == (32, 8192)
-    assert started.start("tiny-llama-cpu") == (32, 2048)
+    assert started.start("llama-3.1-8b-h100-tp1") == (16, 8192)
+    assert started.start("tiny-llama-cpu") == (16, 2048)
     template = Job("", "llama-3.1-8b-h100-tp1", None, started.spec, 1, start=(32, 8192))
     session = Session(
         template,
