@@ -11,16 +11,15 @@ The Unix socket answers HAProxy's runtime API over it
 (:class:`~simulator.server.virtual_haproxy.VirtualHaproxy`): the governor's ``[vllm.gate]``
 reads it and moves the cap there. Requests sent to the HTTP port do not pass it.
 
-**Across a restart.** The gate lives in the server process, so a restart ends it and the next
-process opens a new one, at its own ``max-num-seqs`` and not draining, with counters at zero.
-HAProxy's gate outlives vLLM's restarts, but the governor leaves it at the same place: its
-admission loop opens the gate back to ``max-num-seqs`` as soon as the admission policy stops
-firing, which it does while vLLM is unhealthy (``admission-cap``'s ``healthy == 1.0``), and
-the controller starts afresh when the policy fires again; the drain it puts on the gate before
-a restart it lifts once the new server serves. What differs: while the process is down there
-is no socket (HAProxy would answer, with the server down), and from the new process's
-readiness to the governor's lift its gate admits where HAProxy's would still hold; the
-counters restart at zero, as vLLM's own do.
+**Across a restart.** HAProxy's gate outlives vLLM's restarts: a cap set live stays (the
+governor moves no cap while its change of the server is in flight, and carries a cap that
+stood at the old ``max-num-seqs`` to the new one). This gate lives in the server process, so a
+restart ends it; with ``--gate-state FILE`` the next process opens at the cap the last one
+kept there (:class:`KeptCap`), as HAProxy would still hold it; without, at its own
+``max-num-seqs``. Either way it opens not draining, with counters at zero (as vLLM's own
+restart), and while the process is down there is no socket (HAProxy would answer, with the
+server down). From the new process's readiness to the governor's lift of its drain, this
+gate admits where HAProxy's would still hold.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ import math
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from simulator.arrivals import Arrival
@@ -77,6 +77,31 @@ class GateTally:
         }
 
 
+class KeptCap:
+    """The file a gate keeps its cap in across the server's restarts (``--gate-state``).
+
+    Written whole and renamed into place, so a process killed mid-write leaves the last cap.
+    A file that is missing or does not hold a positive whole number is no kept cap.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+
+    def read(self) -> int | None:
+        """The kept cap, or None."""
+        try:
+            text = self._path.read_text(encoding="ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            return None
+        return int(text) if text.isdigit() and int(text) > 0 else None
+
+    def write(self, cap: int) -> None:
+        """Keep ``cap``."""
+        partial = self._path.with_name(self._path.name + ".partial")
+        partial.write_text(f"{cap}\n", encoding="ascii")
+        partial.replace(self._path)
+
+
 class GatedLoad:
     """The gate in front of the engine for the replayed load, in real time.
 
@@ -87,6 +112,7 @@ class GatedLoad:
         tally: Where the load's fate is counted (taken, refused by reason).
         observe: Told of every replayed request that ends, as its client saw it (the wait
             included; a 503 as a ``queue_timeout`` rejection).
+        kept: Where each cap set live is kept for the next process (``--gate-state``).
     """
 
     def __init__(
@@ -96,8 +122,11 @@ class GatedLoad:
         queue_timeout_s: float,
         tally: LoadTally,
         observe: Callable[[FinishedRequest], None],
+        *,
+        kept: KeptCap | None = None,
     ) -> None:
         self._driver = driver
+        self._kept = kept
         self._gate: Gate[Arrival] = Gate(cap, queue_timeout_s)
         self._tally = tally
         self._observe = observe
@@ -136,6 +165,8 @@ class GatedLoad:
     def set_cap(self, cap: int) -> None:
         """Move the cap live: a raise lets waiting requests in at once."""
         self._gate.set_cap(cap)
+        if self._kept is not None:
+            self._kept.write(cap)
         self.sync()
 
     def set_draining(self, draining: bool) -> None:

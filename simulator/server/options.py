@@ -33,12 +33,15 @@ class GateOptions:
         backend: The backend's name there (``[vllm.gate] backend``).
         server: The server's name there (``[vllm.gate] server``).
         queue_timeout_s: HAProxy's ``timeout queue``: the longest wait before a 503.
+        state: A file that keeps the gate's cap across this server's restarts, as HAProxy's
+            live ``maxconn`` outlives vLLM's; None: each process opens at ``max-num-seqs``.
     """
 
     socket: Path
     backend: str = "vllm"
     server: str = "main"
     queue_timeout_s: float = 1.5
+    state: Path | None = None
 
 
 @dataclass(frozen=True, slots=True)

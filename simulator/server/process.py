@@ -33,7 +33,7 @@ from simulator.engine import Engine
 from simulator.requests import FinishedRequest
 from simulator.server.clock import LoopClock
 from simulator.server.driver import RealTimeDriver
-from simulator.server.gated_load import GatedLoad
+from simulator.server.gated_load import GatedLoad, KeptCap
 from simulator.server.load_replay import LoadTally, replay
 from simulator.server.metrics import VllmMetrics
 from simulator.server.options import ServePlan
@@ -129,12 +129,12 @@ async def serve(plan: ServePlan, stop: asyncio.Event) -> int:
 def _gated_load(
     plan: ServePlan, driver: RealTimeDriver, ledger: RunLedger, tally: LoadTally
 ) -> GatedLoad | None:
-    """The gate in front of the replayed load (``--gate-socket``), open at ``max-num-seqs``."""
+    """The gate in front of the replayed load (``--gate-socket``), at its kept cap or open."""
     if plan.gate is None:
         return None
-    gated = GatedLoad(
-        driver, plan.settings.max_num_seqs, plan.gate.queue_timeout_s, tally, ledger.observe
-    )
+    kept = KeptCap(plan.gate.state) if plan.gate.state is not None else None
+    cap = (kept.read() if kept is not None else None) or plan.settings.max_num_seqs
+    gated = GatedLoad(driver, cap, plan.gate.queue_timeout_s, tally, ledger.observe, kept=kept)
 
     def finished(record: FinishedRequest) -> None:
         if not gated.finished(record):

@@ -59,7 +59,7 @@ def test_a_cap_set_over_the_socket_queues_and_refuses_the_replayed_load(tmp_path
     try:
         sim.wait_ready()
         until(socket_path.exists, 10, "no gate socket", sim)
-        # It opens at max-num-seqs, as the governor leaves a gate after a restart.
+        # Without --gate-state it opens at max-num-seqs.
         assert asyncio.run(runtime.server_maxconn(REF)) == MAX_NUM_SEQS
         assert asyncio.run(runtime.set_server_maxconn(REF, CAP)) == CAP
 
@@ -119,3 +119,54 @@ def test_a_cap_set_over_the_socket_queues_and_refuses_the_replayed_load(tmp_path
     assert sum(row[1] for row in by_second) == gate["waited"]
     # The refused are rejections and SLO misses in the line's own counts.
     assert line["requests"]["rejected"] >= gate["refused"]
+
+
+def _serve(tmp_path: Path, name: str, *extra: str) -> SimServer:
+    """A gated ``sim serve`` at max-num-seqs 16, without load, ready and answering its socket."""
+    vllm_yaml = tmp_path / "vllm.yaml"
+    vllm_yaml.write_text(f"served-model-name: {MODEL}\nmax-num-seqs: {MAX_NUM_SEQS}\n")
+    workload = tmp_path / "workload.yaml"
+    workload.write_text(SATURATING_WORKLOAD)
+    port = free_port()
+    command = [
+        sys.executable, "-m", "daemon.app.cli", "sim", "serve",
+        "--config", str(vllm_yaml), "--profile", PROFILE, "--port", str(port),
+        "--loading-s", "0.5", "--load", str(workload),
+        "--gate-socket", str(tmp_path / "gate.sock"), *extra,
+    ]  # fmt: skip
+    log_path = tmp_path / f"{name}.log"
+    with log_path.open("wb") as log_file:
+        process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT)
+    sim = SimServer(process, port, log_path)
+    sim.wait_ready()
+    until((tmp_path / "gate.sock").exists, 10, "no gate socket", sim)
+    return sim
+
+
+def test_with_gate_state_the_next_process_opens_at_the_cap_the_last_one_kept(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "gate-cap"
+    runtime = HaproxyRuntime(tmp_path / "gate.sock", timeout_s=5.0)
+    first = _serve(tmp_path, "first", "--gate-state", str(state))
+    try:
+        assert asyncio.run(runtime.server_maxconn(REF)) == MAX_NUM_SEQS  # nothing kept yet
+        assert asyncio.run(runtime.set_server_maxconn(REF, CAP)) == CAP
+        assert first.terminate(timeout_s=15)[0] == 0, first.log_text()
+    finally:
+        first.process.kill()
+    # A restart, as the governor's: HAProxy would still hold the cap it was given.
+    second = _serve(tmp_path, "second", "--gate-state", str(state))
+    try:
+        assert asyncio.run(runtime.server_maxconn(REF)) == CAP
+        assert second.terminate(timeout_s=15)[0] == 0, second.log_text()
+    finally:
+        second.process.kill()
+    # A kept cap that is not a positive whole number is none: open at max-num-seqs.
+    state.write_text("0\n")
+    third = _serve(tmp_path, "third", "--gate-state", str(state))
+    try:
+        assert asyncio.run(runtime.server_maxconn(REF)) == MAX_NUM_SEQS
+    finally:
+        third.process.kill()
+        third.process.wait()

@@ -122,7 +122,14 @@ def _register_serve(commands: argparse._SubParsersAction[argparse.ArgumentParser
         help="put an admission gate in front of the --load replay (a cap and a queue with "
         "HAProxy's timeout) and answer HAProxy's runtime API over it on this Unix socket "
         "(show stat, set maxconn server, set server state), as [vllm.gate] expects; it "
-        "opens at max-num-seqs at each start",
+        "opens at max-num-seqs at each start unless --gate-state keeps its cap",
+    )
+    parser.add_argument(
+        "--gate-state",
+        type=Path,
+        metavar="FILE",
+        help="keep the gate's cap in this file across the server's restarts, as HAProxy's "
+        "live maxconn outlives vLLM's restarts (a missing file: open at max-num-seqs)",
     )
     parser.add_argument(
         "--gate-backend", default="vllm", help="the gate's backend name (default: vllm)"
@@ -160,7 +167,11 @@ def serve_main(args: argparse.Namespace) -> int:
         gate=None
         if args.gate_socket is None
         else GateOptions(
-            args.gate_socket, args.gate_backend, args.gate_server, args.gate_queue_timeout_s
+            args.gate_socket,
+            args.gate_backend,
+            args.gate_server,
+            args.gate_queue_timeout_s,
+            args.gate_state,
         ),
     )
     try:

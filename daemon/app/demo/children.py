@@ -120,6 +120,7 @@ def supervised_sim_command(paths: Paths, origin: float) -> list[str]:
         "--load-origin", f"{origin:.3f}", "--summary", str(paths.sim_summary),
         "--gate-socket", str(paths.gate_socket), "--gate-backend", GATE_BACKEND,
         "--gate-server", GATE_SERVER, "--gate-queue-timeout-s", f"{GATE_QUEUE_TIMEOUT_S:g}",
+        "--gate-state", str(paths.gate_state),
     )  # fmt: skip
     return cli(
         "sim", "supervise", "--socket", str(paths.supervisor_socket),

@@ -129,6 +129,11 @@ class Paths:
         return self.scratch / "gate.sock"
 
     @property
+    def gate_state(self) -> Path:
+        """Where the gate keeps its cap across the server's restarts, as HAProxy's outlives them."""
+        return self.scratch / "gate-cap"
+
+    @property
     def sim_summary(self) -> Path:
         """One JSON line per ``sim serve`` process, written as each exits."""
         return self.scratch / "sim-summary.jsonl"
