@@ -235,27 +235,3 @@ class Observer:
                 if value is not None:
                     values[f"{short}_p{p}_s"] = value
         return values
-
-    def measures(self, start: float, end: float) -> dict[str, float | None]:
-        """What verification compares over ``[start, end]`` (None: no data there).
-
-        ``errors_per_s`` counts what a client sees as an error: vLLM's refusals and aborts and
-        the gate's 503s (the simulated engine never fails a request otherwise).
-        """
-        scrapes = [s for s in self.scrapes if start - 1e-9 <= s.at <= end + 1e-9]
-        result: dict[str, float | None] = dict.fromkeys(
-            ("errors_per_s", "ttft_p95_s", "preemptions_per_s")
-        )
-        if len(scrapes) >= 2 and scrapes[-1].at > scrapes[0].at:
-            first, last = scrapes[0], scrapes[-1]
-            span = last.at - first.at
-
-            def rate(counter: str) -> float:
-                index = COUNTERS.index(counter)
-                return (last.counts[index] - first.counts[index]) / span
-
-            result["preemptions_per_s"] = rate("preemptions")
-            result["errors_per_s"] = rate("aborts") + rate("rejections") + rate("refusals")
-        ttft = self.quantiles(start, end).get("ttft_p95_s")
-        result["ttft_p95_s"] = ttft
-        return result
