@@ -13,7 +13,8 @@ Behind an admission gate (``PlanRequest.gate``) every replay goes through the ga
 prediction for the setting in force ("now") includes the refusals the gate makes now. The
 setting in force is replayed at the cap in force. A candidate is replayed at the cap in force
 (at most its ``max_num_seqs``) and with the gate open to its ``max_num_seqs`` (where a restart
-leaves it, before the fast loop steers it again), and keeps the better: the fast loop moves
+leaves a gate that stood at the old value, before the fast loop steers it again), and keeps the
+better: the fast loop moves
 the cap after the change, and which cap it will settle on is not modelled. So that a restart
 is never asked for what the gate alone could do, the setting in force is replayed with the
 gate open too, and a candidate must beat the better of the two.
