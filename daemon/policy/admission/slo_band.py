@@ -118,6 +118,7 @@ class SloBandState:
         episode_cap: The cap before the window's first cut.
         episode_pressure: The pressure at the window's first cut.
         episode_load: The load (in flight and queued) at the window's first cut.
+        episode_pace: vLLM's pace at the window's first cut (None: unknown).
         futile: A window of cuts relieved nothing: no cut until the pressure is back in its band.
         calm_load: The requests in flight while the pressure was inside its band and nobody
             waited at the gate, averaged over about one window (``settle_s``), or None.
@@ -145,6 +146,7 @@ class SloBandState:
     judge_at: float | None = None
     judge_cap: float | None = None
     judge_pace: Pace | None = None
+    episode_pace: Pace | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -319,9 +321,9 @@ class SloBand:
         self, state: SloBandState, reading: _Reading, now: float
     ) -> Step[SloBandState]:
         """Give back futile cuts, hold, grow when the latency is not the load, or cut."""
-        known, signals, pressure, worst = reading
+        known, signals, _, worst = reading
         turned_away = _refusing(signals)
-        undone = self._undo_futile(state, known, pressure, now, turned_away=turned_away)
+        undone = self._undo_futile(state, reading, now, turned_away=turned_away)
         if undone is not None:
             return undone
         why_not = self._no_cut(state, known, worst, now)
@@ -362,6 +364,7 @@ class SloBand:
             episode_cap=state.episode_cap if episode else cap,
             episode_pressure=state.episode_pressure if episode else pressure,
             episode_load=state.episode_load if episode else known["in_flight"] + known["queued"],
+            episode_pace=state.episode_pace if episode else Pace.of(signals),
         )
         if state.judge_at is None:
             cut = replace(cut, judge_at=now, judge_cap=cap, judge_pace=Pace.of(signals))
@@ -431,13 +434,7 @@ class SloBand:
         return load >= self.load_growth * then and load - then >= self.min_cap
 
     def _undo_futile(
-        self,
-        state: SloBandState,
-        known: dict[str, float],
-        pressure: float,
-        now: float,
-        *,
-        turned_away: bool,
+        self, state: SloBandState, reading: _Reading, now: float, *, turned_away: bool
     ) -> Step[SloBandState] | None:
         """Give back a window of cuts that relieved nothing and turns requests away.
 
@@ -447,12 +444,23 @@ class SloBand:
         at a light load: a 70B cut 1024 -> 4 with 19 in flight kept TTFT at 1.37x): the cap
         goes back to where the window found it, and stays there until the pressure is back in
         its band.
+
+        Unless vLLM took in at least as many requests a second as at the first cut: then the
+        cuts cost it no intake, the server is saturated and the gate's refusals are the
+        overload's, and the pressure rose with the demand, not despite the cuts. On the CPU
+        profile's shifting day the morning's long prompts ramped up while one cut (128 -> 105)
+        was judged: TTFT went 1.2x -> 4.6x its budget, the cut was given back, no cut came
+        again until evening, and the governor served 4.1-4.6 good requests a second where
+        limiters holding ~50 served 6.1-6.9.
         """
+        known, signals, pressure, _ = reading
         first, before, then = state.episode_at, state.episode_cap, state.episode_pressure
         if first is None or before is None or then is None or now - first < self.settle_s:
             return None
         relieved = pressure < self.easing * then
         if relieved or not (turned_away or known["queued"] > 0):
+            return None
+        if _kept_intake(state.episode_pace, Pace.of(signals)):
             return None
         reason = (
             f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "
@@ -519,6 +527,11 @@ class _Reading(NamedTuple):
     signals: AdmissionSignals
     pressure: float
     worst: str
+
+
+def _kept_intake(then: Pace | None, now: Pace | None) -> bool:
+    """Whether vLLM takes in at least as many requests a second now as ``then`` (both known)."""
+    return then is not None and now is not None and now.requests_per_s >= then.requests_per_s
 
 
 def _refusing(signals: AdmissionSignals) -> bool:

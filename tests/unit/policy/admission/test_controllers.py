@@ -338,6 +338,35 @@ def test_slo_band_gives_back_a_window_of_cuts_that_relieved_nothing() -> None:
     assert band.step(calm.state, replace(hot, in_flight=24), 90.0).cap == 17  # x0.746 of 24
 
 
+def test_slo_band_keeps_cuts_that_cost_vllm_no_intake_while_the_demand_ramps_up() -> None:
+    # The CPU profile's morning: long prompts ramp up on a saturated server; one cut 128 -> 105
+    # (TTFT 1.22x its budget), and a window later TTFT is 4.6x while the gate refuses more.
+    band = SloBand(min_cap=4, max_cap=128, ttft_target_s=1.5, ttft_slo_s=2.0)
+    ramp = at(
+        cap=128,
+        in_flight=128,
+        queued=14,
+        ttft_p95_s=1.83,
+        gen_tokens_per_s=300.0,
+        gate_admitted_per_s=5.8,
+        gate_refusals_per_s=1.7,
+    )
+    state, cap, _ = band.step(band.initial_state(), ramp, 0.0)
+    assert cap == 104  # x0.82 of 128
+    later = replace(
+        ramp, cap=105, in_flight=105, queued=11, ttft_p95_s=9.2, gate_refusals_per_s=3.9
+    )
+    # vLLM took in as many requests as before: the cut cost it nothing, the demand grew.
+    for intake in (5.8, 6.1):
+        kept = band.step(state, replace(later, gate_admitted_per_s=intake), 61.0)
+        assert kept.cap != 128, kept.reason
+        assert not kept.state.futile
+    # Fewer let in and no relief: futile, as on a server the cut only throttled.
+    undone = band.step(state, replace(later, gate_admitted_per_s=5.5), 61.0)
+    assert undone.cap == 128
+    assert "given back" in undone.reason
+
+
 def test_slo_band_cuts_on_ttft_only_with_evidence_that_the_load_grew() -> None:
     band = SloBand(min_cap=4, max_cap=1024)
     # A night of chat served in budget at 30 in flight, then long code prompts at 19.
