@@ -11,11 +11,13 @@ import yaml
 
 from bench.proof_tune import (
     FALLBACK_TUNE,
+    POOLED,
     envelope_grid,
     goals,
     median_abs_error,
     most_restarts_in_an_hour,
     pack_for,
+    pooled_goal,
     powers_of_two_within,
     prediction_errors,
     with_defaults,
@@ -144,6 +146,20 @@ def test_the_goals_say_pass_or_miss_against_the_shifting_or_the_steady_bar() -> 
     assert not met["goodput vs static-default"]
     assert not met["median goodput prediction error"]  # nothing measured is not a pass
     assert not met["restarts per instance in any hour"]
+
+
+def test_the_prediction_error_goal_pools_every_rows_realised_effects() -> None:
+    reports = {
+        "a on p": {"prediction_errors": [0.01, -0.3]},
+        "b on p": {"prediction_errors": []},
+        "c on q": {"prediction_errors": [0.2]},
+        POOLED: {"value": 9.0},
+    }
+    pooled = pooled_goal(reports)
+    assert pooled.value == pytest.approx(0.2)
+    assert pooled.line().startswith("MISS  median goodput prediction error, 3 realised")
+    assert pooled_goal({"a on p": {"prediction_errors": [0.01, -0.1]}}).met
+    assert not pooled_goal({"a on p": {"prediction_errors": []}}).met  # nothing is no pass
 
 
 def test_restarts_are_counted_in_the_busiest_hour_of_any_seed_not_per_run_length() -> None:
