@@ -16,8 +16,7 @@ MEASURED = (
     "errors_per_s",
     "ttft_p95_s",
     "preemptions_per_s",
-    # Behind a gate, what its clients saw besides (actuators/vllm/verification.py).
-    "gate_refusals_per_s",
+    # Behind a gate, the wait its clients saw besides (actuators/vllm/verification.py).
     "gate_queue_time_s",
 )
 
