@@ -103,6 +103,9 @@ from daemon.policy.admission.signals import (
     hold_without,
 )
 
+COUNTED_FOR_INTAKE = 100
+"""Requests a window must count before its intake can be said to have held (about +-10%)."""
+
 
 @dataclass(frozen=True, slots=True)
 class SloBandState:
@@ -403,7 +406,16 @@ class SloBand:
 
     def _no_evidence(self, state: SloBandState, load: float, worst: str, now: float) -> str | None:
         """Why the load gives no evidence that a latency cut would help, or None."""
-        if worst == "ttft_p95" and not self._grown(load, state.calm_load, state.calm_at, now):
+        # Once a window of cuts began on that evidence, its later cuts need none: the cap they
+        # set bounds the load this reads, which could never again pass the calm load (the CPU
+        # profile's morning held a cut of 64 for four minutes at 0% of the SLO, the calm load
+        # ~107, where limiters cut to 10-20 within a minute).
+        cutting = state.episode_pressure is not None
+        if (
+            worst == "ttft_p95"
+            and not cutting
+            and not self._grown(load, state.calm_load, state.calm_at, now)
+        ):
             # The server kept TTFT in budget at this load minutes ago: the requests have
             # changed (longer prompts), not the concurrency, and a cut would only move their
             # wait to the gate.
@@ -460,7 +472,7 @@ class SloBand:
         relieved = pressure < self.easing * then
         if relieved or not (turned_away or known["queued"] > 0):
             return None
-        if _kept_intake(state.episode_pace, Pace.of(signals)):
+        if _kept_intake(state.episode_pace, Pace.of(signals), self.settle_s):
             return None
         reason = (
             f"{pressure:.2f}x its budget a window after cuts began at {then:.2f}x, with requests "
@@ -529,9 +541,17 @@ class _Reading(NamedTuple):
     worst: str
 
 
-def _kept_intake(then: Pace | None, now: Pace | None) -> bool:
-    """Whether vLLM takes in at least as many requests a second now as ``then`` (both known)."""
-    return then is not None and now is not None and now.requests_per_s >= then.requests_per_s
+def _kept_intake(then: Pace | None, now: Pace | None, window_s: float) -> bool:
+    """Whether vLLM takes in at least as many requests a second now as ``then``.
+
+    Only on :data:`COUNTED_FOR_INTAKE` requests a window or more: on fewer, "as many" is
+    noise (RAG prompts on a 70B, ~0.5 a second, 30 a window: one window of cuts was kept by
+    chance and the cap stayed at 4-5 for ten minutes, 0.986x -> 0.933x static-default).
+    """
+    if then is None or now is None:
+        return False
+    counted = min(then.requests_per_s, now.requests_per_s) * window_s
+    return counted >= COUNTED_FOR_INTAKE and now.requests_per_s >= then.requests_per_s
 
 
 def _refusing(signals: AdmissionSignals) -> bool:

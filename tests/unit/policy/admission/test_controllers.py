@@ -365,6 +365,33 @@ def test_slo_band_keeps_cuts_that_cost_vllm_no_intake_while_the_demand_ramps_up(
     undone = band.step(state, replace(later, gate_admitted_per_s=5.5), 61.0)
     assert undone.cap == 128
     assert "given back" in undone.reason
+    # At half a request a second a window counts 30: "as many" is noise, and futile it is.
+    slow = replace(ramp, gate_admitted_per_s=0.5, gate_refusals_per_s=0.1)
+    slow_state = band.step(band.initial_state(), slow, 0.0).state
+    noisy = replace(later, gate_admitted_per_s=0.55, gate_refusals_per_s=0.2)
+    assert band.step(slow_state, noisy, 61.0).cap == 128
+
+
+def test_slo_band_cuts_a_window_on_after_the_evidence_that_began_it() -> None:
+    # The night served 107 in flight in budget; the morning's 142 (a quarter more) began cuts.
+    band = SloBand(min_cap=4, max_cap=128, ttft_target_s=1.5, ttft_slo_s=2.0)
+    night = SloBandState(calm_load=107.0, calm_at=0.0)
+    morning = at(cap=128, in_flight=128, queued=14, ttft_p95_s=1.83)
+    first = band.step(night, morning, 10.0)
+    assert first.cap == 104
+    # Six seconds on, still over budget and not easing: 104 in flight and 20 queued are not a
+    # quarter above 107, but the cap bounds what is seen; the window's evidence stands.
+    again = band.step(
+        first.state, replace(morning, cap=104, in_flight=104, queued=20, ttft_p95_s=2.4), 16.0
+    )
+    assert again.cap is not None, again.reason
+    assert again.cap < 104
+    # Without a window of cuts begun, the same reading is the requests, not the concurrency.
+    fresh = band.step(
+        night, replace(morning, cap=104, in_flight=104, queued=20, ttft_p95_s=2.4), 16.0
+    )
+    assert fresh.cap is None or fresh.cap >= 104
+    assert "the requests, not the concurrency" in fresh.reason
 
 
 def test_slo_band_cuts_on_ttft_only_with_evidence_that_the_load_grew() -> None:
