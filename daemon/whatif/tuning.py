@@ -27,6 +27,11 @@ NO_GAIN = "no_gain"
 WHATIF_FAILED = "whatif_failed"
 """The guard of a round that could not be run (too little data, a worker past its bound)."""
 
+UNSETTLED = "unsettled"
+"""The guard of a round not run while its target's last change settles: a tuned change not yet
+measured, or any change more recent than the round's window, which would then describe two
+settings at once."""
+
 _SHOWN_CANDIDATES = 5
 
 
@@ -60,6 +65,13 @@ def tuned_decision(decision: Decision, report: WhatIfReport) -> Decision:
     intent = dataclasses.replace(decision.intent, changes=changes)
     return dataclasses.replace(
         decision, kind=DecisionKind.INTENT, intent=intent, details={"whatif": facts}
+    )
+
+
+def unsettled_decision(decision: Decision, why: str) -> Decision:
+    """The ``tune`` decision whose round waits for the target's last change to settle."""
+    return dataclasses.replace(
+        decision, kind=DecisionKind.BLOCKED, guard=UNSETTLED, details={"reason": why}
     )
 
 

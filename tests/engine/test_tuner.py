@@ -184,7 +184,8 @@ async def test_the_tuned_intent_meets_the_same_dwell_as_any_change(
 ) -> None:
     routed: list[Decision] = []
     tuner = _tuner(tmp_path, ledger, routed)
-    ledger.history[(INSTANCE, "max_num_batched_tokens")] = KnobHistory(500.0, (500.0,))
+    # Changed 700 s ago: longer than the round's window, shorter than the 900 s dwell.
+    ledger.history[(INSTANCE, "max_num_batched_tokens")] = KnobHistory(-100.0, (-100.0,))
 
     recorded = await tuner.run_one(_due())
 
@@ -192,6 +193,26 @@ async def test_the_tuned_intent_meets_the_same_dwell_as_any_change(
     (blocked,) = recorded
     assert blocked.kind is DecisionKind.BLOCKED
     assert blocked.guard == "dwell"
+
+
+async def test_no_round_runs_while_the_targets_last_change_settles(
+    tmp_path: Path, ledger: PolicyLedger
+) -> None:
+    routed: list[Decision] = []
+    tuner = _tuner(tmp_path, ledger, routed)
+    # Changed 100 s ago: the round's window would hold the setting before it too.
+    ledger.history[(INSTANCE, "max_num_batched_tokens")] = KnobHistory(500.0, (500.0,))
+    (blocked,) = await tuner.run_one(_due())
+    assert (blocked.kind, blocked.guard) == (DecisionKind.BLOCKED, "unsettled")
+    assert "changed 100 s ago" in blocked.details["reason"]
+    assert tuner.last_reports == {}  # no round was run
+    # A tuned change awaiting its measurement holds every round on its target.
+    ledger.history.clear()
+    (first,) = [d for d in await tuner.run_one(_due()) if d.kind is DecisionKind.INTENT]
+    assert routed == [first]
+    (second,) = await tuner.run_one(_due())
+    assert (second.kind, second.guard) == (DecisionKind.BLOCKED, "unsettled")
+    assert "awaits its measurement" in second.details["reason"]
 
 
 async def test_a_firing_veto_blocks_a_tuned_raise_as_any_raise(

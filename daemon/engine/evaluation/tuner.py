@@ -49,6 +49,7 @@ from daemon.whatif.tuning import (
     failed_decision,
     question_of_tune,
     tuned_decision,
+    unsettled_decision,
 )
 from daemon.whatif.worker import (
     measure_in_process,
@@ -147,7 +148,8 @@ class Tuner:
         self.last_reports: dict[StateKey, tuple[float, WhatIfReport]] = {}
         self._rounds = Counter(
             "vllm_governor_tune_rounds",
-            "What-if rounds of tune policies, by outcome (intent, no_gain, whatif_failed).",
+            "What-if rounds of tune policies, by outcome "
+            "(intent, no_gain, whatif_failed, unsettled).",
             ["policy", "target", "outcome"],
             registry=registry,
         )
@@ -191,7 +193,12 @@ class Tuner:
 
     async def run_one(self, decision: Decision) -> list[Decision]:
         """One round for one ``tune`` decision; returns the decisions it recorded."""
-        answer = await self._answer(decision)
+        window_s = float(decision.details["tune"]["window_s"])
+        unsettled = self._unsettled(decision.target, window_s)
+        if unsettled is not None:
+            answer = unsettled_decision(decision, unsettled)
+        else:
+            answer = await self._answer(decision)
         outcome = answer.guard or "intent"
         self._rounds.labels(policy=decision.policy, target=decision.target, outcome=outcome).inc()
         if answer.kind is not DecisionKind.INTENT:
@@ -209,6 +216,35 @@ class Tuner:
             if (accepted.policy, accepted.target) not in stopped:
                 self._effects.expect(accepted, now)
         return [*result.accepted, *result.blocked, *blocked]
+
+    def _unsettled(self, target: str, window_s: float) -> str | None:
+        """Why ``target``'s recent metrics cannot answer a round now, or None.
+
+        A tuned change awaiting its measurement (approved, restarting, or in its window) would
+        have its measurement spoilt by a second restart; and a window that holds a change
+        describes two settings at once. On the CPU profile's shifting day a second policy's
+        round ran 2 minutes after the first one's restart, on 10 minutes mostly of the old
+        setting, and restarted the server again 6 minutes after it.
+        """
+        awaited = [e for e in self._effects.waiting() if e.target == target]
+        if awaited:
+            return (
+                f"{awaited[0].policy}'s tuned change of {target} awaits its measurement: one "
+                "tuned change at a time"
+            )
+        now = self._clock.monotonic()
+        changes = [
+            history.last_change_at
+            for (knob_target, _knob), history in self._ledger.history.items()
+            if knob_target == target and history.last_change_at is not None
+        ]
+        if changes and now - max(changes) < window_s:
+            ago = now - max(changes)
+            return (
+                f"{target} changed {ago:.0f} s ago: the round's {window_s:.0f} s window would "
+                "hold the setting before it too"
+            )
+        return None
 
     def expect_effect(self, accepted: Decision) -> None:
         """Await the effect of a tuned intent handed on (``run_one`` does it for its own)."""
