@@ -149,7 +149,7 @@ def test_the_goals_say_pass_or_miss_against_the_shifting_or_the_steady_bar() -> 
 
 
 def test_the_prediction_error_goal_pools_every_rows_realised_effects() -> None:
-    reports = {
+    reports: dict[str, dict[str, Any]] = {
         "a on p": {"prediction_errors": [0.01, -0.3]},
         "b on p": {"prediction_errors": []},
         "c on q": {"prediction_errors": [0.2]},
