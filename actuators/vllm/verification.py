@@ -43,8 +43,8 @@ from actuators.vllm.probes import probe, same_process
 from daemon.api import Clock, SignalWindows, VllmInstance
 
 MEASURED = ("errors_per_s", "ttft_p95_s", "preemptions_per_s")
-# Behind a gate: the gate's signal -> the measured signal it adds to (what clients saw).
-GATE_PARTS = {"gate_queue_time_s": "ttft_p95_s"}
+# Behind a gate: the mean wait at it, added to the TTFT its clients saw.
+GATE_WAIT = "gate_queue_time_s"
 COUNTERS = ("errors_per_s", "preemptions_per_s")
 # The longest a source waits between two polls after an outage (its backoff's cap).
 SOURCE_CATCH_UP_S = 60.0
@@ -111,14 +111,13 @@ def judge(
 def as_clients_saw_it(
     before: Mapping[str, float | None], after: Mapping[str, float | None]
 ) -> tuple[dict[str, float | None], dict[str, float | None]]:
-    """Both windows with the gate's part added where both have it (the module docstring)."""
+    """Both windows with the gate's wait added to the TTFT where both have both."""
     seen_before, seen_after = dict(before), dict(after)
-    for gate_signal, signal in GATE_PARTS.items():
-        parts = [(side.get(signal), side.get(gate_signal)) for side in (before, after)]
-        if all(own is not None and gate is not None for own, gate in parts):
-            (own_before, gate_before), (own_after, gate_after) = parts
-            seen_before[signal] = float(own_before or 0.0) + float(gate_before or 0.0)
-            seen_after[signal] = float(own_after or 0.0) + float(gate_after or 0.0)
+    sides = [(side.get("ttft_p95_s"), side.get(GATE_WAIT)) for side in (before, after)]
+    if all(ttft is not None and wait is not None for ttft, wait in sides):
+        (ttft_before, wait_before), (ttft_after, wait_after) = sides
+        seen_before["ttft_p95_s"] = float(ttft_before or 0.0) + float(wait_before or 0.0)
+        seen_after["ttft_p95_s"] = float(ttft_after or 0.0) + float(wait_after or 0.0)
     return seen_before, seen_after
 
 
