@@ -21,10 +21,12 @@ real-time server) moves it::
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 from simulator.front_end import FrontEnd
+from simulator.prefix_cache import block_names
 from simulator.profiles import EngineProfile
 from simulator.requests import FinishedRequest, Outcome, RejectReason, Request, finished_record
 from simulator.scheduler import Scheduler
@@ -225,16 +227,22 @@ class Engine:
         request_id: str | None = None,
         *,
         priority: int = 0,
+        token_ids: Sequence[int] = (),
     ) -> Request | None:
         """A request arrives at ``now``; return it, or None when it is rejected at once.
 
         ``priority`` is the request's field of vLLM's API; only a scheduler running
         ``--scheduling-policy priority`` looks at it (vLLM 0.33 takes it under FCFS too).
+        ``token_ids``, when the client's prompt had them, name its blocks for the prefix
+        cache; without them the prompt is taken as unique.
         """
         if request_id is None:
             request_id = f"cmpl-{self._next_id}"
         self._next_id += 1
-        request = Request(request_id, now, prompt_tokens, max_tokens, priority=priority)
+        names = block_names(token_ids, self.settings.block_size) if token_ids else ()
+        request = Request(
+            request_id, now, prompt_tokens, max_tokens, priority=priority, block_names=names
+        )
         if self._scheduler is None or self.phase is not Phase.SERVING:
             self._record(finished_record(request, now, Outcome.REJECTED, RejectReason.UNAVAILABLE))
             return None

@@ -46,7 +46,9 @@ class Request:
     derives the current count rather than touching every request every step).
 
     ``priority`` is the request's own field of vLLM's API (lower is served first, default 0);
-    only a scheduler running ``--scheduling-policy priority`` looks at it.
+    only a scheduler running ``--scheduling-policy priority`` looks at it. ``block_names`` are
+    the chained names of its prompt's full blocks (:mod:`simulator.prefix_cache`), empty for a
+    request that came as lengths only.
     """
 
     request_id: str
@@ -65,6 +67,7 @@ class Request:
     first_token_at: float | None = None
     last_token_at: float | None = None
     priority: int = 0
+    block_names: tuple[int, ...] = ()
 
     @property
     def num_tokens(self) -> int:

@@ -33,7 +33,8 @@ admitted first and who is evicted first, never an eviction for an admission.
 
 Deliberate simplifications: decodes are budgeted before partial prefills (vLLM walks the
 running list in order, and a partial prefill is almost always the newest entry, so the two
-agree except when a capped long prompt sits ahead of newer decodes); no prefix caching; no
+agree except when a capped long prompt sits ahead of newer decodes); prefix caching only for
+requests that carry their token ids, from freed blocks (:mod:`simulator.prefix_cache`); no
 async-scheduling overlap. The step's duration comes from the profile.
 
 The cost of a step does not grow with the number of running requests: a decoding request's
@@ -46,6 +47,7 @@ from __future__ import annotations
 import heapq
 
 from simulator.kv_cache import BlockPool
+from simulator.prefix_cache import PrefixCache
 from simulator.profiles import EngineProfile
 from simulator.request_queues import waiting_queue
 from simulator.requests import FinishedRequest, Outcome, RejectReason, Request, finished_record
@@ -73,6 +75,7 @@ class Scheduler:
         self.settings = settings
         self.kv = BlockPool(settings.num_gpu_blocks, settings.block_size, settings.watermark)
         self.counters = EngineCounters()
+        self._prefix = PrefixCache() if settings.enable_prefix_caching else None
         self._waiting = waiting_queue(settings.scheduling_policy)
         self._by_priority = settings.scheduling_policy == SchedulingPolicy.PRIORITY
         # Insertion-ordered: the running list of vLLM, oldest admission first.
@@ -288,8 +291,7 @@ class Scheduler:
     def _aborted(self, request: Request, now: float) -> FinishedRequest:
         """Free what an aborted request held and count it; it is already off every queue."""
         request.epoch += 1
-        self.kv.give_back(request.blocks)
-        request.blocks = 0
+        self._release(request)
         if request.first_token_at is None:
             self._prefill_backlog_tokens -= request.prompt_tokens
         self.counters.finished["abort"] += 1
@@ -331,7 +333,8 @@ class Scheduler:
             if budget <= 0 or len(self._running) >= settings.admission_cap:
                 break
             request = self._waiting.peek()
-            chunk = request.num_tokens
+            cached = self._cached_tokens(request)
+            chunk = request.num_tokens - cached
             if 0 < threshold < chunk:
                 chunk = threshold
             if not settings.enable_chunked_prefill and chunk > budget:
@@ -344,11 +347,12 @@ class Scheduler:
                 and kv.blocks_for(request.num_tokens) + watermark > kv.free
             ):
                 break
-            needed = kv.blocks_for(chunk)
+            needed = kv.blocks_for(cached + chunk)
             if needed + watermark > kv.free:
                 break
             self._waiting.pop()
             kv.take(needed)
+            self._take_cached(request, cached)
             request.blocks = needed
             request.running_seq = self._running_seq
             self._running_seq += 1
@@ -377,8 +381,39 @@ class Scheduler:
             self._preempt(victim, now)
             if victim is request:
                 return False
+        if self._prefix is not None:
+            self._prefix.fit(self.kv.free)
         request.blocks += blocks
         return True
+
+    def _cached_tokens(self, request: Request) -> int:
+        """Tokens of ``request``'s prompt whose KV the cache still holds (0 without one).
+
+        At most all but the last token: vLLM computes that one again to sample from it.
+        """
+        if self._prefix is None or not request.block_names:
+            return 0
+        max_blocks = (request.num_tokens - 1) // self.kv.block_size
+        return self._prefix.hit_blocks(request.block_names, max_blocks) * self.kv.block_size
+
+    def _take_cached(self, request: Request, cached: int) -> None:
+        """``request`` is admitted with ``cached`` tokens found in the cache; count the query."""
+        if self._prefix is None:
+            return
+        self.counters.prefix_cache_queries += request.num_tokens
+        self.counters.prefix_cache_hits += cached
+        hits = cached // self.kv.block_size
+        self._prefix.take(request.block_names[:hits])
+        self._prefix.fit(self.kv.free)
+        request.computed = cached
+
+    def _release(self, request: Request) -> None:
+        """Give ``request``'s blocks back; the cache keeps the names of its computed prompt."""
+        self.kv.give_back(request.blocks)
+        request.blocks = 0
+        if self._prefix is not None and request.block_names:
+            computed_blocks = request.computed // self.kv.block_size
+            self._prefix.keep(request.block_names[:computed_blocks])
 
     def _preempt(self, request: Request, now: float) -> None:
         if request.decoding:
@@ -389,8 +424,7 @@ class Scheduler:
             del self._prefilling[request]
             self._unplan(request)
         del self._running[request]
-        self.kv.give_back(request.blocks)
-        request.blocks = 0
+        self._release(request)
         request.computed = 0
         request.epoch += 1
         request.num_preemptions += 1
@@ -465,8 +499,7 @@ class Scheduler:
 
     def _finish(self, request: Request, now: float) -> FinishedRequest:
         del self._running[request]
-        self.kv.give_back(request.blocks)
-        request.blocks = 0
+        self._release(request)
         request.epoch += 1
         self.counters.finished["stop"] += 1
         return finished_record(request, now, Outcome.COMPLETED)

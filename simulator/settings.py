@@ -44,6 +44,8 @@ class EngineSettings:
         long_prefill_token_threshold_adaptive: Floor that cap at a fair share of the budget.
         watermark: Fraction of KV blocks kept free when admitting.
         enable_chunked_prefill: Whether a prompt may be split across steps.
+        enable_prefix_caching: Whether a prompt's leading blocks still cached are reused
+            (vLLM V1's default; only requests that carry token ids can hit).
         scheduler_reserve_full_isl: Admit only when the whole prompt fits in free blocks.
         shutdown_timeout: Seconds to drain in-flight requests on shutdown (0: abort them).
         max_num_queued_reqs: API-server limit on in-flight requests (None: no limit).
@@ -67,6 +69,7 @@ class EngineSettings:
     long_prefill_token_threshold_adaptive: bool = False
     watermark: float = 0.0
     enable_chunked_prefill: bool = True
+    enable_prefix_caching: bool = True
     scheduler_reserve_full_isl: bool = True
     shutdown_timeout: int = 0
     max_num_queued_reqs: int | None = None

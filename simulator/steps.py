@@ -69,6 +69,8 @@ class EngineCounters:
     preemptions: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    prefix_cache_queries: int = 0
+    prefix_cache_hits: int = 0
     steps: int = 0
     busy_s: float = 0.0
     finished: dict[str, int] = field(default_factory=lambda: {"stop": 0, "abort": 0})

@@ -1,9 +1,11 @@
 """The OpenAI completions API as vLLM serves it: parsing a request, shaping the answers.
 
 Pure functions over JSON-ready values; the HTTP handler (:mod:`simulator.server.routes`)
-does the I/O. The simulated model has no tokenizer: a string prompt counts one token per
-whitespace-separated word, a list of token ids one per id, and the generated text is one
-word per token, so ``len(text.split())`` of an answer is its ``completion_tokens``.
+does the I/O. The simulated model has no vocabulary: a string prompt is one token per
+whitespace-separated word (the word's id is its CRC-32, so the same words are the same ids,
+as ``POST /tokenize`` answers them), a list of token ids one per id, and the generated text is
+one word per token, so ``len(text.split())`` of an answer is its ``completion_tokens``. A
+prompt's ids name its blocks for the prefix cache (:mod:`simulator.prefix_cache`).
 
 ``priority`` (an integer, default 0, lower is served first) is taken as vLLM 0.33 takes it,
 from the body or from the ``X-Vllm-Priority`` header, which wins when it is an integer
@@ -21,6 +23,7 @@ exactly ``max_tokens`` tokens, so every completed answer ends with ``finish_reas
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -61,6 +64,7 @@ class CompletionRequest:
         stream: Whether to stream server-sent events.
         include_usage: Whether a streamed answer ends with a usage chunk.
         priority: The scheduling priority (lower first; 0 unless the client gave one).
+        token_ids: The prompt's token ids.
     """
 
     prompt_tokens: int
@@ -68,6 +72,7 @@ class CompletionRequest:
     stream: bool
     include_usage: bool
     priority: int = 0
+    token_ids: tuple[int, ...] = ()
 
 
 def parse_completion_request(
@@ -92,13 +97,43 @@ def parse_completion_request(
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise CompletionError(400, "stream_options must be an object", "stream_options")
+    token_ids = _prompt_ids(body.get("prompt"))
     return CompletionRequest(
-        prompt_tokens=_prompt_tokens(body.get("prompt")),
+        prompt_tokens=len(token_ids),
         max_tokens=_max_tokens(body.get("max_tokens")),
         stream=stream,
         include_usage=bool(options.get("include_usage", False)),
         priority=_priority(body.get("priority", 0), priority_header),
+        token_ids=token_ids,
     )
+
+
+def parse_tokenize_request(body: Any, served_model: str) -> tuple[int, ...]:
+    """The token ids of a ``POST /tokenize`` body's ``prompt`` (a string).
+
+    Raises:
+        CompletionError: 400 for a malformed request, 404 for another model's name.
+    """
+    if not isinstance(body, dict):
+        raise CompletionError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model != served_model:
+        raise CompletionError(404, f"The model `{model}` does not exist.", "model")
+    prompt = body.get("prompt")
+    if not isinstance(prompt, str):
+        message = "prompt must be a string (the simulated server tokenizes no chat messages)"
+        raise CompletionError(400, message, "prompt")
+    return word_ids(prompt)
+
+
+def word_ids(text: str) -> tuple[int, ...]:
+    """The simulated tokenizer: one id per whitespace-separated word, its CRC-32."""
+    return tuple(zlib.crc32(word.encode()) for word in text.split())
+
+
+def tokenized(token_ids: tuple[int, ...], max_model_len: int) -> dict[str, Any]:
+    """The answer to ``POST /tokenize``, as vLLM's ``TokenizeResponse``."""
+    return {"count": len(token_ids), "max_model_len": max_model_len, "tokens": list(token_ids)}
 
 
 def _priority(value: Any, header: str | None) -> int:
@@ -117,22 +152,22 @@ def _priority(value: Any, header: str | None) -> int:
     return priority
 
 
-def _prompt_tokens(prompt: Any) -> int:
+def _prompt_ids(prompt: Any) -> tuple[int, ...]:
     # A batch of one is accepted in both spellings: ["text"] and [[1, 2, 3]].
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        count = len(prompt.split())
+        ids = word_ids(prompt)
     elif isinstance(prompt, list) and all(
         isinstance(token, int) and not isinstance(token, bool) for token in prompt
     ):
-        count = len(prompt)
+        ids = tuple(prompt)
     else:
         message = "prompt must be a string or a list of token ids (one prompt per request)"
         raise CompletionError(400, message, "prompt")
-    if count < 1:
+    if not ids:
         raise CompletionError(400, "prompt cannot be empty", "prompt")
-    return count
+    return ids
 
 
 def _max_tokens(value: Any) -> int:

@@ -24,7 +24,7 @@ import asyncio
 import logging
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from simulator.engine import Engine, Phase
 from simulator.requests import FinishedRequest, Outcome, RejectReason, Request
@@ -94,11 +94,20 @@ class RealTimeDriver:
     # -- requests ----------------------------------------------------------------------
 
     def submit(
-        self, prompt_tokens: int, max_tokens: int, *, streaming: bool, priority: int = 0
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        *,
+        streaming: bool,
+        priority: int = 0,
+        token_ids: Sequence[int] = (),
     ) -> Ticket | RejectReason:
-        """A client's request arrives: its ticket, or why it was rejected at once."""
+        """A client's request arrives: its ticket, or why it was rejected at once.
+
+        ``token_ids`` (its prompt's, where it had them) name its blocks for the prefix cache.
+        """
         request_id = f"cmpl-{uuid.uuid4().hex}"
-        request = self._submit(prompt_tokens, max_tokens, request_id, priority)
+        request = self._submit(prompt_tokens, max_tokens, request_id, priority, token_ids)
         if isinstance(request, RejectReason):
             return request
         ticket = Ticket(request, streaming)
@@ -133,10 +142,17 @@ class RealTimeDriver:
         self._collect()
 
     def _submit(
-        self, prompt_tokens: int, max_tokens: int, request_id: str, priority: int = 0
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        request_id: str,
+        priority: int = 0,
+        token_ids: Sequence[int] = (),
     ) -> Request | RejectReason:
         now = self.clock.now()
-        request = self.engine.submit(prompt_tokens, max_tokens, now, request_id, priority=priority)
+        request = self.engine.submit(
+            prompt_tokens, max_tokens, now, request_id, priority=priority, token_ids=token_ids
+        )
         if request is None:
             self._rejections[request_id] = None
             self._collect()

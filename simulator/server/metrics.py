@@ -9,9 +9,9 @@ steps end and requests finish, as vLLM's stat loggers do.
 
 What differs from a real server, on purpose:
 
-* The prefix-cache counters stay at zero and ``cache_config_info`` says
-  ``enable_prefix_caching="False"``: the simulator has no prefix cache, and a vLLM without one
-  exposes the counters at zero.
+* The prefix cache (:mod:`simulator.prefix_cache`) can hit only for requests whose prompt
+  came as token ids; its counters count every admitted request's tokens as queried, as vLLM
+  does, and ``cache_config_info`` says whether the cache is on.
 * Latency histograms (queue, prefill, decode, inference, e2e, per-request TPOT) observe
   completed requests only; aborted ones count in ``request_success_total{finished_reason=
   "abort"}``.
@@ -119,7 +119,7 @@ class VllmMetrics:
         self._settings = settings
         self._created = created
         self._labels = [settings.served_model_name, "0"]
-        lengths = one_two_five_buckets(_max_model_len(settings.ignored))
+        lengths = one_two_five_buckets(max_model_len(settings.ignored))
         self._histograms = {name: WeightedHistogram(lengths) for name in _LENGTHS} | {
             name: WeightedHistogram(bounds) for name, (_, bounds) in _HISTOGRAMS.items()
         }
@@ -226,6 +226,8 @@ class VllmMetrics:
             "num_preemptions": counters.preemptions,
             "prompt_tokens": counters.prompt_tokens,
             "generation_tokens": counters.generation_tokens,
+            "prefix_cache_queries": counters.prefix_cache_queries,
+            "prefix_cache_hits": counters.prefix_cache_hits,
         }
         for name, help_text, zero in plain:
             family = CounterMetricFamily(f"vllm:{name}", help_text, labels=_LABELS)
@@ -263,7 +265,7 @@ class VllmMetrics:
         labels = {
             "block_size": str(settings.block_size),
             "cache_dtype": ignored.get("kv-cache-dtype", "auto"),
-            "enable_prefix_caching": "False",
+            "enable_prefix_caching": str(settings.enable_prefix_caching),
             "engine": "0",
             "gpu_memory_utilization": ignored.get("gpu-memory-utilization", "0.9"),
             "num_gpu_blocks": str(settings.num_gpu_blocks),
@@ -277,10 +279,10 @@ class VllmMetrics:
         return info
 
 
-def _max_model_len(ignored: tuple[tuple[str, str], ...]) -> int:
-    """The YAML's ``max-model-len`` when it is a plain number, else the default.
+def max_model_len(ignored: tuple[tuple[str, str], ...]) -> int:
+    """The YAML's ``max-model-len`` when it is a plain number, else the default (``/tokenize``).
 
-    vLLM also takes ``32k`` / ``32K`` (decimal and binary); only the bucket bounds depend on it
+    vLLM also takes ``32k`` / ``32K`` (decimal and binary); only these figures depend on it
     here, so such a value falls back to the default rather than being guessed.
     """
     text = dict(ignored).get("max-model-len", "")

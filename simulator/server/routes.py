@@ -23,6 +23,7 @@ from simulator.requests import Outcome, RejectReason
 from simulator.server import completions
 from simulator.server.completions import CompletionError, CompletionRequest
 from simulator.server.driver import RealTimeDriver
+from simulator.server.metrics import max_model_len
 from simulator.server.tickets import Ticket
 
 VLLM_VERSION = "0.33.0"
@@ -68,6 +69,7 @@ class VllmApi:
         app.router.add_get("/version", self.version)
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/completions", self.completions)
+        app.router.add_post("/tokenize", self.tokenize)
         app.router.add_get("/metrics", self.metrics)
         return app
 
@@ -112,6 +114,17 @@ class VllmApi:
         body = generate_latest(self._registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_PLAIN_0_0_4})
 
+    async def tokenize(self, request: web.Request) -> web.Response:
+        """``POST /tokenize`` of a string prompt: its ids as the simulated model reads them."""
+        try:
+            ids = completions.parse_tokenize_request(await request.json(), self._model)
+        except ValueError:  # not JSON, or not UTF-8
+            return _error(400, "the request body is not valid JSON")
+        except CompletionError as exc:
+            return _error(exc.status, exc.message, exc.param)
+        limit = max_model_len(self._driver.engine.settings.ignored)
+        return web.json_response(completions.tokenized(ids, limit))
+
     async def completions(self, request: web.Request) -> web.StreamResponse:
         """``POST /v1/completions``: one prompt, streamed as SSE or answered at the end."""
         try:
@@ -128,6 +141,7 @@ class VllmApi:
             parsed.max_tokens,
             streaming=parsed.stream,
             priority=parsed.priority,
+            token_ids=parsed.token_ids,
         )
         if isinstance(outcome, RejectReason):
             status, message = _REJECTIONS[outcome]

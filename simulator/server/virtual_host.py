@@ -24,6 +24,7 @@ The HTTP face (:mod:`simulator.server.virtual_face`) and the HAProxy runtime soc
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from simulator.engine import Phase
@@ -101,12 +102,18 @@ class VirtualHost:
     # -- a client's own requests --------------------------------------------------------
 
     def submit(
-        self, prompt_tokens: int, max_tokens: int, *, priority: int
+        self,
+        prompt_tokens: int,
+        max_tokens: int,
+        *,
+        priority: int,
+        token_ids: Sequence[int] = (),
     ) -> tuple[Request | None, asyncio.Future[FinishedRequest]]:
         """A client's request arrives now: the request in the engine, and its record to come.
 
         The request is None when the engine refused it at once (down, or too long); its
-        record still comes, at the next :meth:`sync`.
+        record still comes, at the next :meth:`sync`. ``token_ids`` (the prompt's, where the
+        client sent them) name its blocks for the prefix cache.
         """
         self.sync()
         self._sent += 1
@@ -114,7 +121,12 @@ class VirtualHost:
         answer: asyncio.Future[FinishedRequest] = asyncio.get_running_loop().create_future()
         self._answers[request_id] = answer
         request = self.run.engine.submit(
-            prompt_tokens, max_tokens, self.run.now, request_id, priority=priority
+            prompt_tokens,
+            max_tokens,
+            self.run.now,
+            request_id,
+            priority=priority,
+            token_ids=token_ids,
         )
         return request, answer
 
