@@ -13,6 +13,9 @@ outside, on the same virtual-time loop:
   (``epoch`` plus run seconds). That is how the governor tells one process from the next.
 - **Its output.** Each process states its options in the log file, in vLLM's start-up line
   (``non-default args: {...}``), where the governor reads back what a restart applied.
+- **Answers on time.** A client's own request (the batch lane's) is answered when the step
+  that ends it ends, on the loop's clock: while one is unanswered, the host looks again at the
+  end of the run's last computed step, not only when somebody else looks.
 - **Restart and settings.** :meth:`VirtualHost.restart` restarts the engine into the settings
   the host's vLLM config file says now, read as ``sim serve`` reads it: the governor's own
   actuator wrote that file.
@@ -36,6 +39,10 @@ from simulator.spec_files import load_mapping
 from simulator.steps import StepResult
 from simulator.virtual_time import VirtualRun
 from simulator.vllm_config import load_vllm_config
+
+# The least time between two looks for answers: a run with no step in progress (all waiting
+# elsewhere) is looked at again after this.
+ANSWER_LOOK_S = 0.005
 
 
 class _RunNow:
@@ -80,6 +87,7 @@ class VirtualHost:
         self._now = _RunNow(run)
         # Requests sent to the host itself (not the run's workload), until their record.
         self._answers: dict[str, asyncio.Future[FinishedRequest]] = {}
+        self._watching = False
         self._sent = 0
         self._roll()
 
@@ -96,7 +104,14 @@ class VirtualHost:
         if self._metrics is not None:
             self._metrics.observe_finished(record, record.finished_reason or "abort")
         answer = self._answers.pop(record.request_id, None)
-        if answer is not None and not answer.done():
+        if answer is None or answer.done():
+            return
+        # The run computes a step whole, so a record may come out before the loop's clock
+        # reaches its end: the client hears of it at its end.
+        loop = asyncio.get_running_loop()
+        if record.finished_at > loop.time():
+            loop.call_at(record.finished_at, _answer, answer, record)
+        else:
             answer.set_result(record)
 
     # -- a client's own requests --------------------------------------------------------
@@ -128,7 +143,26 @@ class VirtualHost:
             priority=priority,
             token_ids=token_ids,
         )
+        self._watch_answers()
         return request, answer
+
+    def _watch_answers(self) -> None:
+        """While a client's request is unanswered, look again when the run's next step ends.
+
+        A real server answers as soon as the step that ends a request ends; without this the
+        answer would wait for whoever looks next (a scrape, a tick), and a client that sends
+        its requests one after another (the lane's prefill pieces) would lose that wait each.
+        """
+        if self._watching or not self._answers:
+            return
+        self._watching = True
+        loop = asyncio.get_running_loop()
+        loop.call_at(max(self.run.now, loop.time() + ANSWER_LOOK_S), self._look)
+
+    def _look(self) -> None:
+        self._watching = False
+        self.sync()
+        self._watch_answers()
 
     def abort(self, request: Request) -> None:
         """The client went away: vLLM aborts its request (its record comes out as aborted)."""
@@ -187,6 +221,11 @@ class VirtualHost:
         given = {str(key).replace("-", "_"): value for key, value in document.items()}
         with self.log_path.open("a", encoding="utf-8") as log:
             log.write(f"INFO [simulated] non-default args: {given!r}\n")
+
+
+def _answer(answer: asyncio.Future[FinishedRequest], record: FinishedRequest) -> None:
+    if not answer.done():
+        answer.set_result(record)
 
 
 def engine_settings_yaml(settings: EngineSettings) -> str:
