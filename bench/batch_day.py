@@ -11,7 +11,9 @@ conversation trace and a batch backlog at priority 1000) through the simulated e
   (``examples/policies/batch-window.yaml``, or ``--policies``), taking the backlog as job files
   in its inbox and sending them through its batch lane (:mod:`daemon.app.simulation.batch_day`).
   The example's pace reads the instance's prefill cost per token; it is set from the profile
-  (:func:`profiled_example`), as an operator sets it from their server.
+  (:func:`profiled_example`), as an operator sets it from their server. With
+  ``--prefill-piece-tokens N`` the lane prefills each batch prompt in pieces of N tokens
+  through the prefix cache (``[batch] prefill_piece_tokens``).
 
 Per hour of the day: online requests, SLO attainment, TTFT/TPOT p95 (online requests only:
 batch records are accounted apart, :mod:`simulator.lanes`), batch output tokens completed and
@@ -20,8 +22,8 @@ what the engine processes when saturated) and the cost per million output tokens
 GPU-hour price; then the issue's goals, checked. ``--json`` and ``--plot`` write the figures.
 
     .venv/bin/python -m bench.batch_day [--profiles A,B] [--cron-hours 1-6]
-        [--cron-concurrency 64] [--policies DIR] [--gpu-hour-usd 2.5]
-        [--json PATH] [--table PATH] [--plot PREFIX]
+        [--cron-concurrency 64] [--policies DIR] [--prefill-piece-tokens N]
+        [--gpu-hour-usd 2.5] [--json PATH] [--table PATH] [--plot PREFIX]
 """
 
 from __future__ import annotations
@@ -267,6 +269,7 @@ def run_profile(
     spec: DiurnalSpec,
     baselines: dict[str, Window],
     policies: Sequence[Path] | None,
+    piece_tokens: int = 0,
 ) -> dict[str, dict[str, Any]]:
     """Every column of one profile (``policies`` None: the example window, paced)."""
     backlog = batch_jobs(spec)
@@ -282,7 +285,8 @@ def run_profile(
         if policies is None:
             profiled, cost_s = profiled_example(profile_name, Path(scratch))
             policies = [profiled]
-        governed = govern_day(spec, profile_name, DayPlan(policy_dirs=tuple(policies)))
+        plan = DayPlan(policy_dirs=tuple(policies), piece_tokens=piece_tokens)
+        governed = govern_day(spec, profile_name, plan)
     days["governor"] = summarise(
         spec, profile_name, governed.run, time.process_time() - started, capacity
     )
@@ -300,6 +304,7 @@ def main() -> None:
     parser.add_argument("--cron-hours", default="1-6")
     parser.add_argument("--cron-concurrency", type=int, default=64)
     parser.add_argument("--policies", type=Path, action="append")
+    parser.add_argument("--prefill-piece-tokens", type=int, default=0)
     parser.add_argument("--gpu-hour-usd", type=float, default=GPU_HOUR_USD)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--table", type=Path)
@@ -318,7 +323,7 @@ def main() -> None:
     results: dict[str, Any] = {"gpu_hour_usd": args.gpu_hour_usd, "profiles": {}}
     lines: list[str] = []
     for profile_name in args.profiles.split(","):
-        days = run_profile(profile_name, spec, baselines, args.policies)
+        days = run_profile(profile_name, spec, baselines, args.policies, args.prefill_piece_tokens)
         profile_lines = [
             line for name, day in days.items() for line in table(name, day, args.gpu_hour_usd)
         ]

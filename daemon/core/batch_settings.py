@@ -47,3 +47,9 @@ class BatchSection(BaseModel):
     priority: Annotated[int, Field(ge=1, le=1 << 31)] = 1000
     # Under fcfs, the lane's share of max-num-seqs at most (an unknown max-num-seqs: 1 request).
     fcfs_share: Annotated[float, Field(gt=0, le=1)] = 0.25
+    # Prefill a long completions prompt in pieces of this many tokens through vLLM's prefix
+    # cache, so that no step carries a batch prompt whole (0: send every prompt whole). Only
+    # for servers that run the prefix cache (vLLM V1's default).
+    prefill_piece_tokens: Annotated[int, Field(ge=0, le=1 << 20)] = 0
+    # The lane's pieces in flight at once: each adds at most one piece to a step.
+    prefill_pieces_in_flight: Annotated[int, Field(ge=1, le=64)] = 1

@@ -56,6 +56,7 @@ class DayPlan:
             finished batch request reaches the lane within this).
         sample_interval_s: The engine's sampling grid (busy share).
         lane_sample_s: How often the batch requests in flight are sampled.
+        piece_tokens: ``[batch] prefill_piece_tokens`` (0: every prompt whole).
     """
 
     policy_dirs: tuple[Path, ...]
@@ -64,6 +65,7 @@ class DayPlan:
     tick_s: float = 0.2
     sample_interval_s: float = 60.0
     lane_sample_s: float = 10.0
+    piece_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -118,8 +120,9 @@ class _Backlog:
         for number, job in enumerate(chunk, start):
             body = {
                 "model": self._model,
-                # The simulated model counts one token per id (no tokenizer).
-                "prompt": [1] * job.prompt_tokens,
+                # The simulated model counts one token per id (no tokenizer). The first id is
+                # the line's own, so no two prompts share a block in the prefix cache.
+                "prompt": [number + 2] + [1] * (job.prompt_tokens - 1),
                 "max_tokens": job.output_tokens,
             }
             request = {"custom_id": f"day-{number}", "method": "POST", "url": "/v1/completions"}
@@ -140,6 +143,7 @@ def day_config(plan: DayPlan, base: GovernorConfig = BUILT_IN) -> GovernorConfig
         inbox_target=base.vllm[0].name,
         max_lines=plan.chunk_lines,
         max_file_bytes=1 << 32,
+        prefill_piece_tokens=plan.piece_tokens,
     )
     governor = base.governor.model_copy(update={"policy_dirs": plan.policy_dirs})
     return base.model_copy(update={"batch": batch, "governor": governor})

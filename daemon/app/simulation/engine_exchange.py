@@ -7,10 +7,11 @@ takes as ``batch_exchange``). In a governed simulation :class:`EngineExchange` f
 (:func:`simulator.server.completions.parse_completion_request`: prompt length, ``max_tokens``,
 ``priority``), submitted to the run's engine at the loop's clock, answered when the engine's
 record comes out, in the shape vLLM answers (``usage`` included: the governor counts its own
-tokens from it). Why not over loopback HTTP like the probes and scrapes: a day's batch lane is
-tens of thousands of long requests, and an abort must reach the engine the moment the lane
-cancels a request; here cancelling the awaiting task aborts the request in the engine at once,
-as vLLM aborts a request whose client went away.
+tokens from it); ``POST /tokenize`` as ``sim serve`` answers it (the batch lane's prefill in
+pieces asks it for a text prompt's ids). Why not over loopback HTTP like the probes and
+scrapes: a day's batch lane is tens of thousands of long requests, and an abort must reach the
+engine the moment the lane cancels a request; here cancelling the awaiting task aborts the
+request in the engine at once, as vLLM aborts a request whose client went away.
 
 Failures are the client's, as on a host: between two processes (a restart) the port is closed
 (``refused``), a request in flight when the engine went down is cut off (``closed``), a request
@@ -36,11 +37,15 @@ from simulator.server.completions import (
     error_body,
     generated_text,
     parse_completion_request,
+    parse_tokenize_request,
+    tokenized,
     usage,
 )
+from simulator.server.metrics import max_model_len
 from simulator.server.virtual_host import VirtualHost
 
 COMPLETIONS = "/v1/completions"
+TOKENIZE = "/tokenize"
 
 
 class EngineExchange:
@@ -80,9 +85,19 @@ class EngineExchange:
         if not host.serving:
             message = f"{method} {url}: connection refused (the server is restarting)"
             raise HttpExchangeError(message, REFUSED)
-        if method.upper() != "POST" or urlsplit(url).path != COMPLETIONS:
-            return _json(404, error_body(404, f"no route for {method} {urlsplit(url).path}"))
-        header = {key.lower(): value for key, value in (headers or {}).items()}
+        path = urlsplit(url).path
+        if method.upper() == "POST" and path == TOKENIZE:
+            return self._tokenize(body)
+        if method.upper() != "POST" or path != COMPLETIONS:
+            return _json(404, error_body(404, f"no route for {method} {path}"))
+        return await self._complete(f"{method} {url}", limits, body, headers or {})
+
+    async def _complete(
+        self, what: str, limits: HttpLimits, body: bytes, headers: Mapping[str, str]
+    ) -> HttpResponse:
+        """``POST /v1/completions``: submitted to the engine, answered from its record."""
+        host = self._host
+        header = {key.lower(): value for key, value in headers.items()}
         try:
             request = parse_completion_request(
                 json.loads(body),
@@ -96,7 +111,10 @@ class EngineExchange:
         if request.stream:
             return _json(400, error_body(400, "the in-process server does not stream", "stream"))
         submitted, answer = host.submit(
-            request.prompt_tokens, request.max_tokens, priority=request.priority
+            request.prompt_tokens,
+            request.max_tokens,
+            priority=request.priority,
+            token_ids=request.token_ids,
         )
         self.sent += 1
         self.in_flight += 1
@@ -107,7 +125,7 @@ class EngineExchange:
         except TimeoutError as exc:
             if submitted is not None:
                 host.abort(submitted)
-            message = f"{method} {url}: no complete answer within {limits.total_s:g} s"
+            message = f"{what}: no complete answer within {limits.total_s:g} s"
             raise HttpExchangeError(message, TIMEOUT) from exc
         except asyncio.CancelledError:
             # The lane cut the request off: its client went away, and vLLM aborts it.
@@ -128,8 +146,19 @@ class EngineExchange:
             return _json(200, answered)
         if record.outcome is Outcome.REJECTED and submitted is None:
             return _json(503, error_body(503, "the server refused the request"))
-        message = f"{method} {url}: connection cut off ({record.outcome.value})"
+        message = f"{what}: connection cut off ({record.outcome.value})"
         raise HttpExchangeError(message, CLOSED)
+
+    def _tokenize(self, body: bytes) -> HttpResponse:
+        """``POST /tokenize``, as ``sim serve`` answers it."""
+        settings = self._host.settings
+        try:
+            ids = parse_tokenize_request(json.loads(body), settings.served_model_name)
+        except ValueError:
+            return _json(400, error_body(400, "the request body is not JSON"))
+        except CompletionError as exc:
+            return _json(exc.status, error_body(exc.status, exc.message, exc.param))
+        return _json(200, tokenized(ids, max_model_len(settings.ignored)))
 
 
 def _json(status: int, document: dict[str, Any]) -> HttpResponse:

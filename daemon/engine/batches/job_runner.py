@@ -43,6 +43,7 @@ from daemon.core.http_client import HttpExchange, http_request
 from daemon.engine.batches.crash_points import CrashPoints
 from daemon.engine.batches.lanes import Lane
 from daemon.engine.batches.line_sender import LineSender
+from daemon.engine.batches.prefill_pieces import PrefillPieces
 from daemon.engine.storage.batch_ledger import BatchLedger
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,17 @@ class JobRunner:
         self._settings = settings
         self._clock = clock
         self._crash = crash_points
+        pieces = None
+        if settings.prefill_piece_tokens > 0:
+            pieces = PrefillPieces(
+                base_url,
+                settings.prefill_piece_tokens,
+                self._lane.piece_slots(settings.prefill_pieces_in_flight),
+                settings.request_timeout_s,
+                priority=lambda: self._lane.priority,
+                tally=lambda usage: self._lane.tally.answered(clock.monotonic(), usage),
+                exchange=exchange,
+            )
         self._sender = LineSender(
             job.job_id,
             base_url,
@@ -81,6 +93,7 @@ class JobRunner:
             clock,
             priority=lambda: self._lane.priority,
             exchange=exchange,
+            pieces=pieces,
         )
         self._writers = {
             ResultFile.OUTPUT: ResultWriter(job.output_path),

@@ -44,6 +44,13 @@ class Lane:
         self._last_start: float | None = None  # the loop's time of the last start
         self.narrowed = 0  # requests cancelled by narrowing, since start
         self.tally = TrafficTally()  # the answers, for the online signals
+        self._piece_slots: asyncio.Semaphore | None = None
+
+    def piece_slots(self, slots: int) -> asyncio.Semaphore:
+        """The lane's slots for prefill pieces (made at the first ask, shared by its jobs)."""
+        if self._piece_slots is None:
+            self._piece_slots = asyncio.Semaphore(slots)
+        return self._piece_slots
 
     @property
     def in_flight(self) -> int:

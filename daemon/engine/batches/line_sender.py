@@ -8,7 +8,8 @@ request at once (the HTTP client owns nothing beyond its ``await``).
 
 Where the lane says so (the server runs priority scheduling), the body is sent with the batch
 priority in ``priority``, replacing any the line had: the lane's priority is the governor's,
-not the file's. The file's bytes are sent as they are otherwise.
+not the file's. The file's bytes are sent as they are otherwise. With ``pieces``, a long prompt's
+pieces go first (:mod:`daemon.engine.batches.prefill_pieces`), once, before the first attempt.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from daemon.core.batch_settings import BatchSection
 from daemon.core.clock import Clock
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_client import HttpExchange, HttpLimits, http_request
+from daemon.engine.batches.prefill_pieces import PrefillPieces
 
 # A completion's answer is small; a chat answer with logprobs of a long output is the largest.
 MAX_ANSWER_BYTES = 64 << 20
@@ -42,8 +44,10 @@ class LineSender:
         *,
         priority: Callable[[], int | None] = lambda: None,
         exchange: HttpExchange = http_request,
+        pieces: PrefillPieces | None = None,
     ) -> None:
         self._job_id = job_id
+        self._pieces = pieces
         self._exchange = exchange
         self._priority = priority
         self._base_url = base_url.rstrip("/")
@@ -57,6 +61,8 @@ class LineSender:
         """The line's result: the server's answer, or why there is none."""
         backoff = Backoff(self._settings.retry_base_s, self._settings.retry_cap_s)
         first_failure: float | None = None
+        if self._pieces is not None:
+            await self._pieces.send_ahead(line)
         while True:
             result, retryable = await self._attempt(line)
             now = self._clock.monotonic()

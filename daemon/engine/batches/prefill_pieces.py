@@ -1,0 +1,163 @@
+"""A batch prompt prefilled in pieces through vLLM's prefix cache, so no step carries it whole.
+
+vLLM prefills a waiting prompt in one step when the step's token budget allows (8,192 tokens
+by default), and an online request that arrives meanwhile waits for that step: priority
+orders the waiting queue, it never shortens a step already planned. vLLM's own cap on a
+prefill's chunk (``--long-prefill-token-threshold``) caps online prompts too. The lane caps
+only its own: before a line's request, it sends the prompt's leading ``piece_tokens``, then
+twice as many, and so on, each as a one-token completion at the lane's priority. Each piece
+finds the blocks the one before it left in vLLM's prefix cache (on by default in vLLM V1) and
+prefills only its own part; the line's request then prefills what is left. The pieces go one
+at a time per lane (``slots``), so the lane adds at most one piece to a step, however wide.
+
+What it costs: a request and one sampled token per piece, a ``/tokenize`` call for a text
+prompt, and, where the cache evicted a piece's blocks before the next came (a pool full of
+online work), that part prefilled again. What it never changes: the line's own request and
+its answer, which are sent and written exactly as without pieces. A piece that fails ends the
+pieces of that line; the line goes as it is, with its retries.
+
+Only ``/v1/completions`` lines whose prompt is one text or one list of token ids are cut; a
+chat line, or several prompts in one line, go whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from daemon.batch.input_file import BatchLine
+from daemon.core.errors import HttpExchangeError
+from daemon.core.http_client import HttpExchange, HttpLimits
+
+COMPLETIONS = "/v1/completions"
+TOKENIZE = "/tokenize"
+# The largest answer a piece's exchange takes: a tokenized prompt (``/tokenize``), ~7 bytes a
+# token in JSON, so 16 MiB is over two million tokens; a piece's own answer is one token.
+PIECE_ANSWER_BYTES = 16 << 20
+
+# (prompt tokens, generated tokens) of one answered piece: the governor's own traffic.
+Tally = Callable[[tuple[int, int]], None]
+
+
+class PrefillPieces:
+    """Sends the pieces of one line's prompt ahead of it.
+
+    Args:
+        base_url: The server's URL.
+        piece_tokens: The tokens a piece adds to the one before it.
+        slots: The lane's pieces in flight at once.
+        timeout_s: Each exchange's bound in time.
+        priority: The lane's priority now (None: send none).
+        tally: Counts each answered piece as the governor's own traffic.
+        exchange: The HTTP client.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        piece_tokens: int,
+        slots: asyncio.Semaphore,
+        timeout_s: float,
+        *,
+        priority: Callable[[], int | None],
+        tally: Tally,
+        exchange: HttpExchange,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._piece_tokens = piece_tokens
+        self._slots = slots
+        self._limits = HttpLimits(total_s=timeout_s, max_body_bytes=PIECE_ANSWER_BYTES)
+        self._priority = priority
+        self._tally = tally
+        self._exchange = exchange
+
+    async def send_ahead(self, line: BatchLine) -> int:
+        """Send ``line``'s pieces; the pieces answered (0 for a line that is not cut)."""
+        body = _completion_body(line)
+        if body is None:
+            return 0
+        ids = await self._token_ids(body)
+        if ids is None:
+            return 0
+        answered = 0
+        for end in piece_ends(len(ids), self._piece_tokens):
+            piece = {"prompt": list(ids[:end]), "max_tokens": 1}
+            if "model" in body:
+                piece["model"] = body["model"]
+            priority = self._priority()
+            if priority is not None:
+                piece["priority"] = priority
+            async with self._slots:
+                usage = await self._post(COMPLETIONS, piece)
+            if usage is None:
+                break
+            self._tally(usage)
+            answered += 1
+        return answered
+
+    async def _token_ids(self, body: dict[str, Any]) -> Sequence[int] | None:
+        prompt = body["prompt"]
+        if isinstance(prompt, list) and len(prompt) == 1:
+            prompt = prompt[0]
+        if isinstance(prompt, list):
+            ok = all(isinstance(token, int) and not isinstance(token, bool) for token in prompt)
+            return prompt if ok else None
+        if not isinstance(prompt, str) or len(prompt) < self._piece_tokens:
+            return None  # a text shorter in characters than a piece is shorter in tokens
+        ask: dict[str, Any] = {"prompt": prompt}
+        if "model" in body:
+            ask["model"] = body["model"]
+        answer = await self._request(TOKENIZE, ask)
+        tokens = answer.get("tokens") if answer is not None else None
+        if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
+            return None
+        return tokens
+
+    async def _post(self, path: str, body: dict[str, Any]) -> tuple[int, int] | None:
+        """A piece's (prompt, generated) tokens; None when it was not answered."""
+        answer = await self._request(path, body)
+        usage = answer.get("usage") if answer is not None else None
+        if not isinstance(usage, dict):
+            return None
+        prompt, generated = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if not isinstance(prompt, int) or not isinstance(generated, int):
+            return None
+        return max(prompt, 0), max(generated, 0)
+
+    async def _request(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        try:
+            response = await self._exchange(
+                "POST",
+                self._base_url + path,
+                self._limits,
+                body=json.dumps(body, separators=(",", ":")).encode(),
+                headers={"Content-Type": "application/json"},
+            )
+        except HttpExchangeError:
+            return None
+        if response.status != 200:
+            return None
+        try:
+            answer = json.loads(response.body)
+        except ValueError:
+            return None
+        return answer if isinstance(answer, dict) else None
+
+
+def piece_ends(prompt_tokens: int, piece_tokens: int) -> range:
+    """Where the pieces of a prompt end: every ``piece_tokens``, short of the prompt's end."""
+    return range(piece_tokens, prompt_tokens, piece_tokens)
+
+
+def _completion_body(line: BatchLine) -> dict[str, Any] | None:
+    if line.url != COMPLETIONS:
+        return None
+    try:
+        body = json.loads(line.body)
+    except ValueError:
+        return None
+    if not isinstance(body, dict) or "prompt" not in body:
+        return None
+    return body
