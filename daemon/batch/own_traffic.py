@@ -31,12 +31,14 @@ class OwnTraffic:
         requests_per_s: Batch requests answered per second over the window.
         prompt_tokens_per_s: Their prompt tokens per second.
         gen_tokens_per_s: Their generated tokens per second.
+        piece_tokens: The lane's prefill pieces (``[batch] prefill_piece_tokens``; 0: none).
     """
 
     in_flight: int
     requests_per_s: float
     prompt_tokens_per_s: float
     gen_tokens_per_s: float
+    piece_tokens: int = 0
 
 
 class TrafficTally:
@@ -49,8 +51,10 @@ class TrafficTally:
         """One answer at ``at`` (loop clock), with its (prompt, generated) tokens."""
         self._answers.append((at, *usage))
 
-    def over(self, window_s: float, now: float, in_flight: int) -> OwnTraffic:
-        """The traffic over ``(now - window_s, now]``."""
+    def over(
+        self, window_s: float, now: float, in_flight: int, piece_tokens: int = 0
+    ) -> OwnTraffic:
+        """The traffic over ``(now - window_s, now]`` (and the lane's pieces, as set)."""
         start = now - window_s
         inside = [(prompt, gen) for at, prompt, gen in self._answers if start < at <= now]
         return OwnTraffic(
@@ -58,6 +62,7 @@ class TrafficTally:
             requests_per_s=len(inside) / window_s,
             prompt_tokens_per_s=sum(prompt for prompt, _ in inside) / window_s,
             gen_tokens_per_s=sum(gen for _, gen in inside) / window_s,
+            piece_tokens=piece_tokens,
         )
 
 

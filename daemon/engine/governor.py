@@ -118,7 +118,7 @@ class Governor:
         # the order they depend on each other; nothing is linked afterwards.
         self._signals = SignalPlane(loaded.config, clock, registry, secrets=secrets)
         # The batch lanes come first: the policies' views have their traffic taken out.
-        lanes = BatchLanes()
+        lanes = BatchLanes(lambda: self._loaded.config.batch.prefill_piece_tokens)
         self._feed: SignalFeed = OnlineFeed(
             LiveFeed(self._signals, self._views_read) if feed is None else feed,
             lanes,

@@ -29,6 +29,7 @@ from daemon.batch.own_traffic import OwnTraffic
 from daemon.sources.own_signals import (
     BATCH_GEN_TOKENS_PER_S,
     BATCH_IN_FLIGHT,
+    BATCH_PIECE_TOKENS,
     BATCH_PROMPT_TOKENS_PER_S,
     BATCH_REQUESTS_PER_S,
 )
@@ -55,4 +56,5 @@ def online_signals(signals: Mapping[str, Any], own: OwnTraffic) -> dict[str, Any
     result[BATCH_REQUESTS_PER_S] = own.requests_per_s
     result[BATCH_PROMPT_TOKENS_PER_S] = own.prompt_tokens_per_s
     result[BATCH_GEN_TOKENS_PER_S] = own.gen_tokens_per_s
+    result[BATCH_PIECE_TOKENS] = float(own.piece_tokens)
     return result

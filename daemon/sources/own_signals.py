@@ -15,6 +15,7 @@ BATCH_IN_FLIGHT = "batch_in_flight"
 BATCH_REQUESTS_PER_S = "batch_requests_per_s"
 BATCH_PROMPT_TOKENS_PER_S = "batch_prompt_tokens_per_s"
 BATCH_GEN_TOKENS_PER_S = "batch_gen_tokens_per_s"
+BATCH_PIECE_TOKENS = "batch_piece_tokens"
 
 DECLARATIONS = tuple(
     SignalDeclaration(
@@ -30,5 +31,10 @@ DECLARATIONS = tuple(
         (BATCH_REQUESTS_PER_S, "Its batch requests answered per second", NON_NEGATIVE),
         (BATCH_PROMPT_TOKENS_PER_S, "Their prompt tokens per second", NON_NEGATIVE),
         (BATCH_GEN_TOKENS_PER_S, "Their generated tokens per second", NON_NEGATIVE),
+        (
+            BATCH_PIECE_TOKENS,
+            "Tokens a prefill piece of its batch prompts adds (0: prompts go whole)",
+            COUNT,
+        ),
     ]
 )

@@ -19,7 +19,7 @@ The lane's width is set from outside (:mod:`.lane_steerer`, from the batch polic
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from daemon.batch.own_traffic import OwnTraffic, TrafficTally
@@ -30,8 +30,16 @@ T = TypeVar("T")
 class Lane:
     """One target's batch lane."""
 
-    def __init__(self, target: str, width: int = 0, reason: str = "not decided yet") -> None:
+    def __init__(
+        self,
+        target: str,
+        width: int = 0,
+        reason: str = "not decided yet",
+        *,
+        piece_tokens: Callable[[], int] = lambda: 0,
+    ) -> None:
         self.target = target
+        self._piece_tokens = piece_tokens
         self.width = width
         self.reason = reason
         self.policy: str | None = None
@@ -106,7 +114,7 @@ class Lane:
 
     def traffic(self, window_s: float, now: float) -> OwnTraffic:
         """The governor's batch traffic on the target now, and over the window ending now."""
-        return self.tally.over(window_s, now, self.in_flight)
+        return self.tally.over(window_s, now, self.in_flight, self._piece_tokens())
 
     def status(self) -> dict[str, Any]:
         """The lane as ``batch status`` shows it."""
@@ -127,16 +135,21 @@ class Lane:
 
 
 class BatchLanes:
-    """Every target's lane, made on first use (closed until it is steered)."""
+    """Every target's lane, made on first use (closed until it is steered).
 
-    def __init__(self) -> None:
+    Args:
+        piece_tokens: ``[batch] prefill_piece_tokens`` in force (the lanes' policies read it).
+    """
+
+    def __init__(self, piece_tokens: Callable[[], int] = lambda: 0) -> None:
         self._lanes: dict[str, Lane] = {}
+        self._piece_tokens = piece_tokens
 
     def lane(self, target: str) -> Lane:
         """The lane of ``target``."""
         lane = self._lanes.get(target)
         if lane is None:
-            lane = self._lanes[target] = Lane(target)
+            lane = self._lanes[target] = Lane(target, piece_tokens=self._piece_tokens)
         return lane
 
     async def hold(self, target: str) -> str:

@@ -341,8 +341,14 @@ def test_the_example_window_paces_batch_prefill_slower_as_online_prefill_grows()
     spec = load_policy(EXAMPLE / "batch-window.yaml")
     own = {"batch_requests_per_s": 2.0, "batch_prompt_tokens_per_s": 3700.0}  # 1,850 a prompt
 
-    def pace(prompt_tokens_per_s: float) -> float:
-        signals = {**QUIET, **own, "tpot_p95_s": 0.03, "prompt_tokens_per_s": prompt_tokens_per_s}
+    def pace(prompt_tokens_per_s: float, pieces: float = 0.0) -> float:
+        signals = {
+            **QUIET,
+            **own,
+            "batch_piece_tokens": pieces,
+            "tpot_p95_s": 0.03,
+            "prompt_tokens_per_s": prompt_tokens_per_s,
+        }
         decided = lane_width(
             [spec],
             {("batch-window", "main"): FIRING},
@@ -358,3 +364,6 @@ def test_the_example_window_paces_batch_prefill_slower_as_online_prefill_grows()
     assert pace(0.0) == pytest.approx(prompt_s / 0.07)  # 7% of the engine's time
     assert pace(1000.0) == pytest.approx(prompt_s / (0.07 - 1.2 * 0.01725))
     assert pace(20_000.0) == pytest.approx(prompt_s / 0.025)  # never above 2.5%
+    # Prefilled in pieces, a collision costs a piece, not a prompt: three times the share.
+    assert pace(0.0, pieces=256.0) == pytest.approx(prompt_s / 0.21)
+    assert pace(20_000.0, pieces=256.0) == pytest.approx(prompt_s / 0.075)

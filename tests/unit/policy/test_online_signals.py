@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from daemon.batch.own_traffic import OwnTraffic, TrafficTally, usage_of
+from daemon.engine.batches.lanes import BatchLanes
 from daemon.policy.online_signals import online_signals
 
 
@@ -45,3 +46,12 @@ def test_usage_is_read_from_a_result_line() -> None:
     assert usage_of(json.dumps(line).encode()) == (7, 24)
     assert usage_of(json.dumps({"response": None, "error": {"code": "x"}}).encode()) is None
     assert usage_of(b"not json") is None
+
+
+def test_the_lanes_piece_size_is_a_signal_and_follows_the_configuration() -> None:
+    configured = [256]
+    lanes = BatchLanes(lambda: configured[0])
+    traffic = lanes.lane("main").traffic(60.0, 100.0)
+    assert online_signals({}, traffic)["batch_piece_tokens"] == 256.0
+    configured[0] = 0  # a reload turned the pieces off
+    assert online_signals({}, lanes.lane("main").traffic(60.0, 100.0))["batch_piece_tokens"] == 0.0
