@@ -33,7 +33,7 @@ import json
 import re
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,18 +100,32 @@ def saturated_tok_s(profile_name: str, backlog: Sequence[Arrival]) -> float:
 
 
 def summarise(
-    spec: DiurnalSpec, profile_name: str, run: VirtualRun, cpu_s: float, capacity_tok_s: float
+    spec: DiurnalSpec,
+    profile_name: str,
+    run: VirtualRun,
+    cpu_s: float,
+    capacity_tok_s: float,
+    pieces: Collection[str] = frozenset(),
 ) -> dict[str, Any]:
-    """The per-hour table and the day's totals of one run."""
+    """The per-hour table and the day's totals of one run.
+
+    ``pieces`` are the ids of the lane's prefill pieces: their work counts (in the busy share
+    and the tokens processed), their one sampled token each is no batch line's output.
+    Tokens processed are those computed: a prompt's tokens found in the prefix cache (the
+    pieces' leading parts) are counted by the engine's prompt counter, as vLLM's, but cost no
+    prefill.
+    """
     interval = run.samples[1].t - run.samples[0].t if len(run.samples) > 1 else spec.hour_s
-    hours = lanes_by_period(run.finished, spec.hour_s)[:24]
+    records = [record for record in run.finished if record.request_id not in pieces]
+    hours = lanes_by_period(records, spec.hour_s)[:24]
     for index, hour in enumerate(hours):
         # A sample at t covers (t - interval, t]; idle stretches the run jumped over have none.
         shares = [s.busy_share for s in run.samples if (s.t - 1e-9) // spec.hour_s == index]
         hour["busy_share"] = sum(shares) / (spec.hour_s / interval)
-    totals = lanes_report(run.finished)
+    totals = lanes_report(records)
     lifetime = run.engine.lifetime_totals(run.now)
-    processed = lifetime.prompt_tokens + lifetime.generation_tokens
+    computed = lifetime.prompt_tokens - lifetime.prefix_cache_hits + lifetime.generation_tokens
+    processed = computed - sum(1 for record in run.finished if record.request_id in pieces)
     return {
         "profile": profile_name,
         "cpu_s": cpu_s,
@@ -288,8 +302,9 @@ def run_profile(
         plan = DayPlan(policy_dirs=tuple(policies), piece_tokens=piece_tokens)
         governed = govern_day(spec, profile_name, plan)
     days["governor"] = summarise(
-        spec, profile_name, governed.run, time.process_time() - started, capacity
+        spec, profile_name, governed.run, time.process_time() - started, capacity, governed.pieces
     )
+    days["governor"]["prefill_pieces"] = len(governed.pieces)
     days["governor"]["batch_priorities"] = governed.priorities
     days["governor"]["batch_sent"] = governed.sent
     days["governor"]["lane"] = governed.lane

@@ -50,6 +50,7 @@ class LifetimeTotals:
     preemptions: int = 0
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    prefix_cache_hits: int = 0  # prompt tokens found cached: counted in prompt_tokens, not computed
     restarts: int = 0
     downtime_s: float = 0.0
     busy_s: float = 0.0  # seconds the engine spent in steps (the GPU busy)
@@ -202,6 +203,8 @@ class Engine:
             prompt_tokens=retired.prompt_tokens + (counters.prompt_tokens if counters else 0),
             generation_tokens=retired.generation_tokens
             + (counters.generation_tokens if counters else 0),
+            prefix_cache_hits=retired.prefix_cache_hits
+            + (counters.prefix_cache_hits if counters else 0),
             restarts=retired.restarts,
             downtime_s=downtime,
             busy_s=retired.busy_s + (counters.busy_s if counters else 0.0),
@@ -366,6 +369,7 @@ class Engine:
         self._retired.preemptions += counters.preemptions
         self._retired.prompt_tokens += counters.prompt_tokens
         self._retired.generation_tokens += counters.generation_tokens
+        self._retired.prefix_cache_hits += counters.prefix_cache_hits
         self._retired.busy_s += counters.busy_s
 
     def _record(self, record: FinishedRequest) -> None:

@@ -78,6 +78,7 @@ class GovernedDay:
         priorities: Batch requests the engine received, by priority.
         sent: Batch requests the engine received (a resend counts again).
         job_files: Job files dropped into the inbox.
+        pieces: The engine's ids of the lane's prefill pieces (no line's tokens).
     """
 
     run: VirtualRun
@@ -85,6 +86,7 @@ class GovernedDay:
     priorities: dict[int, int] = field(default_factory=dict)
     sent: int = 0
     job_files: int = 0
+    pieces: set[str] = field(default_factory=set)
 
 
 class _Backlog:
@@ -102,6 +104,7 @@ class _Backlog:
         day, plan = self._day, self._plan
         day.sent = exchange.sent
         day.priorities = dict(exchange.priorities)
+        day.pieces = exchange.pieces
         now = day.run.now
         if now >= self._next_sample:
             day.lane.append((round(now, 3), exchange.in_flight))

@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_client import CLOSED, REFUSED, TIMEOUT, HttpLimits, HttpResponse
+from daemon.engine.batches.prefill_pieces import PIECE_ID_PREFIX, REQUEST_ID_HEADER
 from simulator.requests import Outcome
 from simulator.server.completions import (
     PRIORITY_HEADER,
@@ -58,6 +59,8 @@ class EngineExchange:
         sent: Requests submitted to the engine (a resend counts again).
         in_flight: Requests submitted and not yet answered.
         priorities: How many requests were sent at each priority.
+        pieces: The engine's ids of the requests that were prefill pieces (their
+            ``X-Request-Id`` says so): work done, but no batch line's tokens.
     """
 
     def __init__(self, host: VirtualHost) -> None:
@@ -65,6 +68,7 @@ class EngineExchange:
         self.sent = 0
         self.in_flight = 0
         self.priorities: dict[int, int] = {}
+        self.pieces: set[str] = set()
 
     async def __call__(
         self,
@@ -119,6 +123,9 @@ class EngineExchange:
         self.sent += 1
         self.in_flight += 1
         self.priorities[request.priority] = self.priorities.get(request.priority, 0) + 1
+        piece = header.get(REQUEST_ID_HEADER.lower(), "").startswith(PIECE_ID_PREFIX)
+        if piece and submitted is not None:
+            self.pieces.add(submitted.request_id)
         try:
             async with asyncio.timeout(limits.total_s):
                 record = await asyncio.shield(answer)

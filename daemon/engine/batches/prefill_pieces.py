@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -36,6 +37,11 @@ TOKENIZE = "/tokenize"
 # The largest answer a piece's exchange takes: a tokenized prompt (``/tokenize``), ~7 bytes a
 # token in JSON, so 16 MiB is over two million tokens; a piece's own answer is one token.
 PIECE_ANSWER_BYTES = 16 << 20
+
+# A piece's request id says what it is, in vLLM's logs and to a simulation's accounting
+# (vLLM takes the X-Request-Id header as the request's id).
+REQUEST_ID_HEADER = "X-Request-Id"
+PIECE_ID_PREFIX = "batch-piece-"
 
 # (prompt tokens, generated tokens) of one answered piece: the governor's own traffic.
 Tally = Callable[[tuple[int, int]], None]
@@ -90,7 +96,7 @@ class PrefillPieces:
             if priority is not None:
                 piece["priority"] = priority
             async with self._slots:
-                usage = await self._post(COMPLETIONS, piece)
+                usage = await self._post(COMPLETIONS, piece, f"{PIECE_ID_PREFIX}{uuid.uuid4().hex}")
             if usage is None:
                 break
             self._tally(usage)
@@ -115,9 +121,11 @@ class PrefillPieces:
             return None
         return tokens
 
-    async def _post(self, path: str, body: dict[str, Any]) -> tuple[int, int] | None:
+    async def _post(
+        self, path: str, body: dict[str, Any], request_id: str
+    ) -> tuple[int, int] | None:
         """A piece's (prompt, generated) tokens; None when it was not answered."""
-        answer = await self._request(path, body)
+        answer = await self._request(path, body, {REQUEST_ID_HEADER: request_id})
         usage = answer.get("usage") if answer is not None else None
         if not isinstance(usage, dict):
             return None
@@ -126,14 +134,16 @@ class PrefillPieces:
             return None
         return max(prompt, 0), max(generated, 0)
 
-    async def _request(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+    async def _request(
+        self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> dict[str, Any] | None:
         try:
             response = await self._exchange(
                 "POST",
                 self._base_url + path,
                 self._limits,
                 body=json.dumps(body, separators=(",", ":")).encode(),
-                headers={"Content-Type": "application/json"},
+                headers={"Content-Type": "application/json", **(headers or {})},
             )
         except HttpExchangeError:
             return None
