@@ -73,8 +73,12 @@ def usage_of(result_line: bytes) -> tuple[int, int] | None:
     except ValueError:
         return None
     response = result.get("response") if isinstance(result, dict) else None
-    body = response.get("body") if isinstance(response, dict) else None
-    usage = body.get("usage") if isinstance(body, dict) else None
+    return usage_in(response.get("body") if isinstance(response, dict) else None)
+
+
+def usage_in(answer: Any) -> tuple[int, int] | None:
+    """The (prompt, generated) tokens of a completion's answer body; None when it states none."""
+    usage = answer.get("usage") if isinstance(answer, dict) else None
     if not isinstance(usage, dict):
         return None
     prompt, generated = usage.get("prompt_tokens"), usage.get("completion_tokens")

@@ -83,11 +83,7 @@ def parse_completion_request(
     Raises:
         CompletionError: 400 for a malformed request, 404 for another model's name.
     """
-    if not isinstance(body, dict):
-        raise CompletionError(400, "the request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model != served_model:
-        raise CompletionError(404, f"The model `{model}` does not exist.", "model")
+    _check_body(body, served_model)
     n = body.get("n", 1)
     if n != 1:
         raise CompletionError(400, "the simulated server supports n = 1 only", "n")
@@ -114,16 +110,20 @@ def parse_tokenize_request(body: Any, served_model: str) -> tuple[int, ...]:
     Raises:
         CompletionError: 400 for a malformed request, 404 for another model's name.
     """
-    if not isinstance(body, dict):
-        raise CompletionError(400, "the request body must be a JSON object")
-    model = body.get("model")
-    if model is not None and model != served_model:
-        raise CompletionError(404, f"The model `{model}` does not exist.", "model")
+    _check_body(body, served_model)
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         message = "prompt must be a string (the simulated server tokenizes no chat messages)"
         raise CompletionError(400, message, "prompt")
     return word_ids(prompt)
+
+
+def _check_body(body: Any, served_model: str) -> None:
+    if not isinstance(body, dict):
+        raise CompletionError(400, "the request body must be a JSON object")
+    model = body.get("model")
+    if model is not None and model != served_model:
+        raise CompletionError(404, f"The model `{model}` does not exist.", "model")
 
 
 def word_ids(text: str) -> tuple[int, ...]:

@@ -1,16 +1,19 @@
 """Engine tests run on a real event loop and fail when a test leaves a task behind.
 
-The approvals tests share one fixture: a running Slack double.
+The approvals tests share one fixture: a running Slack double; the batch tests another: a
+batch ledger in the test's directory.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
+from daemon.engine.storage.batch_ledger import BatchLedger
 from tests.support.slack_double import SlackDouble
 from tests.support.slack_double.messages import unset_proxies
 
@@ -30,3 +33,11 @@ async def double(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[SlackDouble]:
     unset_proxies(monkeypatch)
     async with SlackDouble() as running:
         yield running
+
+
+@pytest.fixture
+def ledger(tmp_path: Path) -> Iterator[BatchLedger]:
+    """A batch ledger (``state.sqlite3``) in the test's directory, closed after it."""
+    opened = BatchLedger(tmp_path / "state.sqlite3")
+    yield opened
+    opened.close()

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -42,13 +41,6 @@ class Clock:
 
     def wall(self) -> datetime:
         return START
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[BatchLedger]:
-    opened = BatchLedger(tmp_path / "state.sqlite3")
-    yield opened
-    opened.close()
 
 
 def _job(ledger: BatchLedger, path: Path) -> BatchJob:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,7 +25,7 @@ from daemon.engine.batches.job_runner import JobRunner
 from daemon.engine.batches.lanes import Lane
 from daemon.engine.batches.prefill_pieces import piece_ends
 from daemon.engine.storage.batch_ledger import BatchLedger
-from tests.engine.test_batch_runner import scripted
+from tests.engine.test_batch_runner import Clock, scripted
 from tests.support.sim_serve import MODEL, sim_serve
 
 pytestmark = pytest.mark.asyncio
@@ -35,21 +34,6 @@ START = datetime(2026, 12, 1, 1, 0, tzinfo=UTC)
 PIECE = 256
 WORDS = 1000  # the simulated model reads one token per word
 LINES = 3
-
-
-class Clock:
-    def monotonic(self) -> float:
-        return asyncio.get_running_loop().time()
-
-    def wall(self) -> datetime:
-        return START
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[BatchLedger]:
-    opened = BatchLedger(tmp_path / "state.sqlite3")
-    yield opened
-    opened.close()
 
 
 def _write(path: Path, lines: list[dict[str, object]]) -> None:
@@ -150,7 +134,7 @@ async def test_no_step_carries_a_batch_prompt_whole_and_the_results_are_the_same
 
 async def test_chat_lines_and_short_prompts_go_whole(tmp_path: Path, ledger: BatchLedger) -> None:
     short = _completion(0, "a short prompt of a few words")
-    chat = {
+    chat: dict[str, object] = {
         "custom_id": "chat",
         "method": "POST",
         "url": "/v1/chat/completions",
@@ -159,7 +143,7 @@ async def test_chat_lines_and_short_prompts_go_whole(tmp_path: Path, ledger: Bat
     path = tmp_path / "jobs.jsonl"
     _write(path, [short, chat])
     with sim_serve(tmp_path, "") as sim:
-        state, lane = await _run(path, ledger, f"http://127.0.0.1:{sim.port}", PIECE)
+        state, _lane = await _run(path, ledger, f"http://127.0.0.1:{sim.port}", PIECE)
         engine = _engine(sim.port)
     assert state is JobState.COMPLETED
     # The short one was answered; the simulated server has no chat endpoint (a 404 result).

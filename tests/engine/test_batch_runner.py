@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -80,13 +80,6 @@ async def scripted(script: list[int]) -> AsyncIterator[ScriptedServer]:
     server.port = listening.sockets[0].getsockname()[1]
     async with listening:
         yield server
-
-
-@pytest.fixture
-def ledger(tmp_path: Path) -> Iterator[BatchLedger]:
-    opened = BatchLedger(tmp_path / "state.sqlite3")
-    yield opened
-    opened.close()
 
 
 def _job(ledger: BatchLedger, path: Path, deadline: datetime | None = None) -> BatchJob:

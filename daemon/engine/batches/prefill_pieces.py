@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from daemon.batch.input_file import BatchLine
+from daemon.batch.own_traffic import usage_in
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_client import HttpExchange, HttpLimits
 
@@ -125,14 +126,7 @@ class PrefillPieces:
         self, path: str, body: dict[str, Any], request_id: str
     ) -> tuple[int, int] | None:
         """A piece's (prompt, generated) tokens; None when it was not answered."""
-        answer = await self._request(path, body, {REQUEST_ID_HEADER: request_id})
-        usage = answer.get("usage") if answer is not None else None
-        if not isinstance(usage, dict):
-            return None
-        prompt, generated = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        if not isinstance(prompt, int) or not isinstance(generated, int):
-            return None
-        return max(prompt, 0), max(generated, 0)
+        return usage_in(await self._request(path, body, {REQUEST_ID_HEADER: request_id}))
 
     async def _request(
         self, path: str, body: dict[str, Any], headers: dict[str, str] | None = None

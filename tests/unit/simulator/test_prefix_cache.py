@@ -40,7 +40,8 @@ def test_names_chain_so_a_block_is_named_by_its_whole_prefix() -> None:
     assert len(first) == 2  # the last 8 tokens are no full block
     assert block_names(list(range(32)), BLOCK) == first
     changed_early = block_names([99, *range(1, 40)], BLOCK)
-    assert changed_early[0] != first[0] and changed_early[1] != first[1]
+    assert changed_early[0] != first[0]
+    assert changed_early[1] != first[1]
 
 
 def test_a_prompt_in_growing_pieces_prefills_each_token_once(profile_8b: EngineProfile) -> None:
@@ -75,7 +76,8 @@ def test_without_the_cache_or_without_ids_every_prompt_is_prefilled_whole(
         request = Request(name, 0.0, 512, 1)  # a trace's arrival: no ids, no names
         lengths_only.submit(request, 0.0)
         plan = lengths_only.begin_step(0.0)
-        assert plan is not None and plan.prefill_tokens == 512
+        assert plan is not None
+        assert plan.prefill_tokens == 512
         lengths_only.end_step()
     assert lengths_only.counters.prefix_cache_hits == 0
 
@@ -96,7 +98,8 @@ def test_cache_order_tail_first_and_never_more_names_than_free_blocks() -> None:
     cache.fit(2)
     assert cache.hit_blocks([1, 2, 3], 3) == 2  # the tail (3) went first
     cache.take([1])
-    assert cache.hit_blocks([1, 2], 2) == 0 and len(cache) == 1
+    assert cache.hit_blocks([1, 2], 2) == 0
+    assert len(cache) == 1
 
 
 @settings(max_examples=60, deadline=None)
