@@ -155,6 +155,7 @@ async def test_a_piece_that_fails_ends_the_pieces_and_the_line_goes_as_it_is(
     tmp_path: Path, ledger: BatchLedger
 ) -> None:
     line = _completion(0, [7] * WORDS)
+    line["body"]["cache_salt"] = "tenant-a"  # type: ignore[index]
     path = tmp_path / "jobs.jsonl"
     _write(path, [line])
     # The first piece meets a 503; the next request is the line's, answered 200.
@@ -164,6 +165,8 @@ async def test_a_piece_that_fails_ends_the_pieces_and_the_line_goes_as_it_is(
     assert server.requests == 2
     piece, sent = (json.loads(body) for body in server.bodies)
     assert (len(piece["prompt"]), piece["max_tokens"]) == (PIECE, 1)
+    # vLLM hashes the salt into every block's name: a piece without it would never be found.
+    assert piece["cache_salt"] == "tenant-a"
     assert sent == line["body"]  # the line's own body, untouched (no priority: fcfs)
     output = path.with_name("jobs.output.jsonl").read_text().splitlines()
     assert [json.loads(row)["response"]["status_code"] for row in output] == [200]

@@ -91,8 +91,8 @@ class PrefillPieces:
         answered = 0
         for end in piece_ends(len(ids), self._piece_tokens):
             piece = {"prompt": list(ids[:end]), "max_tokens": 1}
-            if "model" in body:
-                piece["model"] = body["model"]
+            # What names the line's blocks in vLLM's cache names the pieces' too.
+            piece.update({key: body[key] for key in ("model", "cache_salt") if key in body})
             priority = self._priority()
             if priority is not None:
                 piece["priority"] = priority
@@ -114,8 +114,8 @@ class PrefillPieces:
         if not isinstance(prompt, str) or len(prompt) < self._piece_tokens:
             return None  # a text shorter in characters than a piece is shorter in tokens
         ask: dict[str, Any] = {"prompt": prompt}
-        if "model" in body:
-            ask["model"] = body["model"]
+        # The line's own tokenization: its model's tokenizer, with or without special tokens.
+        ask.update({key: body[key] for key in ("model", "add_special_tokens") if key in body})
         answer = await self._request(TOKENIZE, ask)
         tokens = answer.get("tokens") if answer is not None else None
         if not isinstance(tokens, list) or not all(isinstance(t, int) for t in tokens):
