@@ -12,6 +12,7 @@ case kills it half-way through writing a cancelled job's ``batch_cancelled`` lin
 from __future__ import annotations
 
 import json
+import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class Case:
     hooks: tuple[str, ...]  # one daemon per hook, each killed by it; "" = the test kills it
     written_minus_done: int | None  # result lines on disk minus lines the ledger marks done
     tear_last_line: bool = False  # then cut the last result line in half (a torn append)
+    pieces: bool = False  # long prompts, prefilled in pieces ([batch] prefill_piece_tokens)
 
 
 CASES = {
@@ -59,7 +61,10 @@ CASES = {
     "torn last line": Case(("written:7",), 1, tear_last_line=True),
     # Killed again while resuming from the first kill, then resumed.
     "two kills in a row": Case(("written:5", "written:9"), 1),
+    # The test's kill -9 half-way, lines' pieces and requests in flight.
+    "mid-way, prompts in pieces": Case(("",), None, pieces=True),
 }
+PIECES = 64  # tokens a piece: a 300-word prompt goes in 4 pieces and the line
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -67,9 +72,10 @@ def test_a_kill_9_loses_and_duplicates_no_line(short_tmp: Path, name: str) -> No
     case = CASES[name]
     input_path = short_tmp / "jobs.jsonl"
     output_path = short_tmp / "jobs.output.jsonl"
-    ids = write_batch(input_path, LINES)
+    ids = write_batch(input_path, LINES, prompt_words=300 if case.pieces else 0)
     with sim_serve(short_tmp, "max-num-seqs: 8\n") as sim:
-        config = batch_config(short_tmp, sim.port, concurrency=4)
+        extra = f"prefill_piece_tokens = {PIECES}\n" if case.pieces else ""
+        config = batch_config(short_tmp, sim.port, concurrency=4, extra=extra)
         job = ""
         for hook in case.hooks:
             with running_daemon(config, env={HOOK: hook} if hook else {}) as daemon:
@@ -95,6 +101,9 @@ def test_a_kill_9_loses_and_duplicates_no_line(short_tmp: Path, name: str) -> No
                 lambda: job_status(config, job)["state"] == "completed", what="job completed"
             )
             row = job_status(config, job)
+        cached = _prefix_cache_hits(sim.port)
+    # With pieces, the server found the pieces' blocks; without, nothing was cached.
+    assert (cached > 0) is case.pieces, cached
     tally = Tally.of(ids, input_path)
     print(
         f"\nkill -9 matrix | {name} | lines {tally.lines} | written at kill {written} | "
@@ -106,6 +115,16 @@ def test_a_kill_9_loses_and_duplicates_no_line(short_tmp: Path, name: str) -> No
     lines = output_path.read_text(encoding="utf-8").splitlines()
     statuses = {json.loads(line)["response"]["status_code"] for line in lines}
     assert statuses == {200}
+
+
+def _prefix_cache_hits(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
+        text = answer.read().decode()
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("vllm:prefix_cache_hits_total{")
+    )
 
 
 def test_a_kill_9_in_the_middle_of_a_cancel_finishes_the_cancel(short_tmp: Path) -> None:

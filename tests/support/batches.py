@@ -16,9 +16,15 @@ from typing import Any
 from tests.support.daemon import write_config
 
 
-def write_batch(path: Path, lines: int, *, max_tokens: int = 24) -> list[str]:
-    """An input file of ``lines`` completions; returns their custom_ids in order."""
+def write_batch(
+    path: Path, lines: int, *, max_tokens: int = 24, prompt_words: int = 0
+) -> list[str]:
+    """An input file of ``lines`` completions; returns their custom_ids in order.
+
+    ``prompt_words`` more words lengthen each prompt (the simulated model: a token a word).
+    """
     ids = [f"req-{index:04d}" for index in range(lines)]
+    filler = "".join(f" w{n % 97}" for n in range(prompt_words))
     path.write_text(
         "".join(
             json.dumps(
@@ -26,7 +32,10 @@ def write_batch(path: Path, lines: int, *, max_tokens: int = 24) -> list[str]:
                     "custom_id": custom_id,
                     "method": "POST",
                     "url": "/v1/completions",
-                    "body": {"prompt": f"line {custom_id} says hello", "max_tokens": max_tokens},
+                    "body": {
+                        "prompt": f"line {custom_id} says hello{filler}",
+                        "max_tokens": max_tokens,
+                    },
                 }
             )
             + "\n"
