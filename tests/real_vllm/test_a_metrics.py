@@ -25,10 +25,15 @@ def test_every_canonical_signal_is_ok_and_plausible_under_load(
     server: RealVllm, short_tmp: Path
 ) -> None:
     config = signals_config(short_tmp, server.url, window_s=WINDOW_S / 2)
-    # 32 clients keep more than max-num-seqs busy (so some wait) until the collection ends.
-    with server.load(clients=32, requests_per_client=20, max_tokens=220) as load:
+    # 32 clients keep more than max-num-seqs busy (so some wait) until the collection ends:
+    # stopped then, not after a fixed number of requests. 20 each (640) were all served in
+    # 20-45 s, so on a CI machine the load had ended before the collection's first scrape (the
+    # CLI starts slowly under load) and every quantile read no_data.
+    with server.load(clients=32, requests_per_client=10_000, max_tokens=220) as load:
         rows = collect(config, WINDOW_S)
+        covered = load.all_sending()
         load.stop()
+    assert covered, "the load ran dry before the collection ended"
     outcomes = load.outcomes()
     assert all(outcome.ok for outcome in outcomes), [o for o in outcomes if not o.ok][:3]
     assert all(outcome.tokens == 220 for outcome in outcomes)

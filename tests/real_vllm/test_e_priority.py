@@ -5,21 +5,23 @@ the same scene is played on it and, in virtual time, on the simulator with the
 ``tiny-llama-cpu`` profile at the same settings:
 
 - **KV shortage.** A batch request (priority 10) and then an online one (priority 0), each
-  20 + 620 tokens (20 blocks): both cannot finish together. Priority preempts the least
-  urgent, the batch one, and the online one finishes first; FCFS preempts the newest, the
-  online one, and the batch one finishes first. On the real server the online request is
-  sent when the batch one streams its first token, not at a fixed time: sent half a second
-  later, it met a batch request already more than 256 tokens ahead on a quiet machine, the
-  two fitted in 12 blocks, and nothing was preempted (two CI runs failed so, one per policy;
-  the scene was then half as long as now).
+  20 + 620 tokens (20 blocks): both cannot finish together, and when the pool runs out one
+  of them is preempted. Priority preempts the least urgent, the batch one (and the online one
+  finishes first); FCFS preempts the newest, the online one (and the batch one finishes
+  first). On the real server the online request is sent when the batch one streams its first
+  token, not at a fixed time: sent half a second later, it met a batch request already more
+  than 256 tokens ahead on a quiet machine, the two fitted in 12 blocks, and nothing was
+  preempted (two CI runs failed so, one per policy; the scene was then half as long as now).
   The simulator, in virtual time, sends it half a second later.
-  The order is the order in which the client saw each answer end, which is the engine's only
-  when the API process keeps up: stalled for half a second (one CI run, and one playing in
-  six of the half-length scene on a quiet machine), it handed both ends over in one go, 1-8 ms
-  apart and the wrong way round. A playing whose ends are closer than ``TOLD_APART_S`` (the
-  engine takes 0.3-0.6 s to finish the second request after the first) cannot tell the order
-  and is played again, as is one in which nothing was preempted: one playing in five on a
-  quiet machine, so eight playings at most.
+  Whom the real engine preempted is read from its own KV cache events (``--kv-events-config``
+  with a replay endpoint, :mod:`tests.support.kv_events_replay`): preemption happens when no
+  block is free, so the first cached blocks of the scene that the engine evicts are the
+  victim's. Each request's prompt is one token repeated, a token of its own in each playing,
+  so the first block of each chain names its request. The order in which the client saw the
+  answers end was read before, and it is the engine's only when vLLM's front end keeps up:
+  on CI it handed both ends over in one go, 0-37 ms apart in either order, in eight playings
+  of eight. A playing in which nothing was preempted (one in five on a quiet machine) is
+  played again, eight times at most.
 The queue-order scene (a long request holding one slot while batch and online requests queue
 for the other) is played on the simulator only (tests/unit/simulator): on the real server its
 outcome depended on the machine's speed. On a quiet machine the long request ended before the
@@ -31,13 +33,13 @@ Under FCFS a non-zero priority is accepted (HTTP 200) and ignored.
 from __future__ import annotations
 
 import json
+import subprocess
 import tempfile
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import pairwise
+from itertools import count
 from pathlib import Path
 from typing import Any
 
@@ -77,19 +79,40 @@ class Send:
 
 
 KV_SHORTAGE = [Send("batch", 0.0, 20, 620, 10), Send("online", 0.5, 20, 620, 0)]
-# Answers that end closer together than this came from one catch-up of a stalled API process.
-TOLD_APART_S = 0.05
 PLAYINGS = 8
+REPLAY = Path(__file__).parents[1] / "support/kv_events_replay.py"
+# A prompt token of its own for each request of each playing (ids the tiny model knows).
+PROMPT_TOKENS = count(100)
+
+
+@dataclass(frozen=True)
+class PolicyServer:
+    """A real vLLM running ``policy``, with the endpoint that replays its KV cache events."""
+
+    policy: str
+    server: RealVllm
+    replay: str
+
+
+def _kv_events(directory: Path) -> str:
+    # ipc endpoints: vLLM binds those (a tcp one without a wildcard it would connect to).
+    config = {
+        "enable_kv_cache_events": True,
+        "publisher": "zmq",
+        "endpoint": f"ipc://{directory}/kv-events",
+        "replay_endpoint": f"ipc://{directory}/kv-replay",
+    }
+    return f"kv-events-config: '{json.dumps(config)}'\n"
 
 
 @pytest.fixture(scope="module", params=["priority", "fcfs"])
-def policy_server(request: pytest.FixtureRequest) -> Iterator[tuple[str, RealVllm]]:
+def policy_server(request: pytest.FixtureRequest) -> Iterator[PolicyServer]:
     policy = str(request.param)
-    with (
-        tempfile.TemporaryDirectory(prefix=f"vg-real-{policy}-") as directory,
-        real_vllm(Path(directory), f"{CONFIG}scheduling-policy: {policy}\n") as running,
-    ):
-        yield policy, running
+    with tempfile.TemporaryDirectory(prefix=f"vg-real-{policy}-") as name:
+        directory = Path(name)
+        config = f"{CONFIG}scheduling-policy: {policy}\n{_kv_events(directory)}"
+        with real_vllm(directory, config) as running:
+            yield PolicyServer(policy, running, f"ipc://{directory}/kv-replay")
 
 
 def _preemptions(url: str) -> float:
@@ -106,19 +129,14 @@ def _preemptions(url: str) -> float:
 class Playing:
     """One playing of a scene on the real server."""
 
-    order: list[str]
+    victim: str | None  # whose cached blocks the engine evicted first; None: nobody's
     preemptions: float
-    ends_apart_s: float
-
-    def tells(self) -> bool:
-        """Something was preempted, and the answers ended far enough apart to order them."""
-        return self.preemptions >= 1 and self.ends_apart_s >= TOLD_APART_S
 
 
-def _stream(url: str, body: dict[str, Any], first_token: threading.Event) -> tuple[int, int, float]:
+def _stream(url: str, body: dict[str, Any], first_token: threading.Event) -> tuple[int, int]:
     """POST a streamed completion; set ``first_token`` when its first text arrives.
 
-    The status, the completion tokens and the monotonic time at which the answer ended.
+    The status and the completion tokens.
     """
     data = json.dumps(
         {**EXACT, **body, "stream": True, "stream_options": {"include_usage": True}}
@@ -137,20 +155,49 @@ def _stream(url: str, body: dict[str, Any], first_token: threading.Event) -> tup
                 first_token.set()
             if chunk.get("usage"):
                 completion_tokens = chunk["usage"]["completion_tokens"]
-        return answer.status, completion_tokens, time.monotonic()
+        return answer.status, completion_tokens
 
 
-def _real_scene(server: RealVllm, scene: list[Send]) -> Playing:
-    """The names in the order their answers ended, and the preemptions meanwhile.
+def _kv_events_of(target: PolicyServer) -> list[dict[str, Any]]:
+    """Every KV cache event the server still buffers, in the engine's order."""
+    result = subprocess.run(
+        [str(target.server.python), str(REPLAY), target.replay],
+        capture_output=True, text=True, check=False, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-2000:]
+    return [json.loads(line) for line in result.stdout.splitlines()]
+
+
+def _victim(events: list[dict[str, Any]], first_tokens: dict[int, str]) -> str | None:
+    """The request whose cached blocks were evicted first, by the first token of each chain."""
+    owner: dict[str, str] = {}
+    for event in events:
+        if "stored" in event:
+            parent = event["parent"]
+            name = first_tokens.get(event["tokens"][0]) if parent is None else owner.get(parent)
+            if name is not None:
+                owner.update(dict.fromkeys(event["stored"], name))
+            continue
+        evicted = [owner[block] for block in event["removed"] if block in owner]
+        if evicted:
+            return evicted[0]
+    return None
+
+
+def _real_scene(target: PolicyServer, scene: list[Send]) -> Playing:
+    """Whom the engine preempted, and the preemptions it counted meanwhile.
 
     Each request after the first is sent when the one before it streams its first token.
     """
-    before = _preemptions(server.url)
-    answers: dict[str, tuple[int, int, float]] = {}
+    url = target.server.url
+    before = _preemptions(url)
+    prompt_token = {send.name: next(PROMPT_TOKENS) for send in scene}
+    answers: dict[str, tuple[int, int]] = {}
 
     def client(send: Send, first_token: threading.Event) -> None:
-        body = {"prompt": [7] * send.prompt_tokens, "max_tokens": send.max_tokens}
-        answers[send.name] = _stream(server.url, {**body, "priority": send.priority}, first_token)
+        body = {"prompt": [prompt_token[send.name]] * send.prompt_tokens,
+                "max_tokens": send.max_tokens, "priority": send.priority}  # fmt: skip
+        answers[send.name] = _stream(url, body, first_token)
 
     threads = []
     for send in scene:
@@ -160,18 +207,13 @@ def _real_scene(server: RealVllm, scene: list[Send]) -> Playing:
         assert first_token.wait(timeout=120), f"{send.name} streamed no token"
     for thread in threads:
         thread.join(timeout=180)
-    assert {name: answer[:2] for name, answer in answers.items()} == {
-        send.name: (200, send.max_tokens) for send in scene
-    }
-    ends = sorted((answer[2], name) for name, answer in answers.items())
-    return Playing(
-        [name for _, name in ends],
-        _preemptions(server.url) - before,
-        min(later[0] - earlier[0] for earlier, later in pairwise(ends)),
-    )
+    assert answers == {send.name: (200, send.max_tokens) for send in scene}
+    first_tokens = {token: name for name, token in prompt_token.items()}
+    return Playing(_victim(_kv_events_of(target), first_tokens), _preemptions(url) - before)
 
 
-def _simulated_scene(policy: str, scene: list[Send]) -> tuple[list[str], float]:
+def _simulated_scene(policy: str, scene: list[Send]) -> tuple[list[str], list[str]]:
+    """The names in the order they finished, and those preempted, in virtual time."""
     profile = load_profile("tiny-llama-cpu")
     settings = EngineSettings.defaults(
         profile, scheduling_policy=SchedulingPolicy(policy), **SETTINGS
@@ -181,20 +223,19 @@ def _simulated_scene(policy: str, scene: list[Send]) -> tuple[list[str], float]:
     run.run()
     names = {f"cmpl-{index}": send.name for index, send in enumerate(scene)}
     records = sorted(run.finished, key=lambda record: record.finished_at)
-    return [names[r.request_id] for r in records], sum(r.num_preemptions for r in records)
+    preempted = [names[r.request_id] for r in records if r.num_preemptions > 0]
+    return [names[r.request_id] for r in records], preempted
 
 
-def test_under_kv_shortage_the_policy_chooses_whom_to_preempt(
-    policy_server: tuple[str, RealVllm],
-) -> None:
-    policy, server = policy_server
-    expected = ["online", "batch"] if policy == "priority" else ["batch", "online"]
-    playings = [_real_scene(server, KV_SHORTAGE)]
-    while not playings[-1].tells() and len(playings) < PLAYINGS:
-        playings.append(_real_scene(server, KV_SHORTAGE))
+def test_under_kv_shortage_the_policy_chooses_whom_to_preempt(policy_server: PolicyServer) -> None:
+    victim = "batch" if policy_server.policy == "priority" else "online"
+    playings = [_real_scene(policy_server, KV_SHORTAGE)]
+    while playings[-1].victim is None and len(playings) < PLAYINGS:
+        playings.append(_real_scene(policy_server, KV_SHORTAGE))
     real = playings[-1]
-    assert real.tells(), playings
-    assert real.order == expected, playings
-    order, preemptions = _simulated_scene(policy, KV_SHORTAGE)
-    assert order == expected, ("simulated", order)
-    assert preemptions >= 1, ("simulated", preemptions)
+    assert real.victim == victim, playings
+    assert real.preemptions >= 1, playings
+    order, preempted = _simulated_scene(policy_server.policy, KV_SHORTAGE)
+    assert preempted == [victim], ("simulated", preempted)
+    survivor = next(send.name for send in KV_SHORTAGE if send.name != victim)
+    assert order == [survivor, victim], ("simulated", order)

@@ -134,6 +134,10 @@ class Load:
         """Send no further requests (those under way finish)."""
         self._stopped.set()
 
+    def all_sending(self) -> bool:
+        """Every client still has requests to send: the load has not begun to run dry."""
+        return not any(future.done() for future in self._futures)
+
     def __enter__(self) -> Self:
         self._futures = [self._pool.submit(self._client, n) for n in range(self.clients)]
         return self
