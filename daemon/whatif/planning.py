@@ -161,7 +161,10 @@ def plan(request: PlanRequest) -> WhatIfReport:
         WhatIfError: the profile does not load, or the setting in force is one vLLM refuses.
     """
     started = time.process_time()
-    profile = _profile(request.profile)
+    named = _profile(request.profile)
+    check = check_profile(named, request.steps, request.summary)
+    # A busy server the profile disagrees with is planned on the profile refit to it.
+    profile = check.refit_profile or named
     base = _base_settings(profile, request)
     arrivals = synthesise(request.summary, request.simulated_s, request.seed)
     replay = _Replays(profile, base, arrivals, request)
@@ -188,7 +191,7 @@ def plan(request: PlanRequest) -> WhatIfReport:
     pick, reason = _pick(ranked[0], baseline, request.min_gain, request.objective)
     return WhatIfReport(
         request=request,
-        profile_check=check_profile(profile, request.steps, request.summary),
+        profile_check=check,
         current=current,
         ranked=tuple(ranked),
         pick=pick,

@@ -16,14 +16,20 @@ about the share of the time it had work (the share of scrapes with a request run
   the time there was) is a disagreement.
 
 The context term takes each running request's context as its prompt plus half its output (the
-mean over its decode). Refitting the profile where it disagrees is not done here yet: a later
-slice fits the coefficients from these observations.
+mean over its decode).
+
+**Refit.** Where a busy server disagrees, the what-if plans on the profile refit to it: its step
+coefficients (fixed, prefill, decode and context costs) scaled by one factor, the observed busy
+share over the predicted one, so that the profile's mean step takes as long as the server's. A
+window gives one mean step, so one factor is all it can fit; the ratios between the costs (what
+makes a prefill-heavy step slower than a decode-heavy one) stay the profile's. A mostly idle
+server is not refit: the share measured at scrapes is too rough to scale by.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, TypedDict
 
 from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.summary import WorkloadSummary
@@ -31,6 +37,16 @@ from simulator.profiles import EngineProfile
 
 TOLERANCE = 1.25
 _MOSTLY_IDLE = 0.5
+
+
+class _Figures(TypedDict):
+    steps_per_s: float
+    observed_busy_share: float
+    predicted_step_s: float
+    predicted_busy_share: float
+    prefill_tokens_per_step: float
+    decode_tokens_per_step: float
+    context_tokens_per_step: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,9 +63,11 @@ class ProfileCheck:
     prefill_tokens_per_step: float | None = None
     decode_tokens_per_step: float | None = None
     context_tokens_per_step: float | None = None
+    refit_scale: float | None = None  # the factor on the step costs; None: not refit
+    refit_profile: EngineProfile | None = None  # the profile refit by it, planned on
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-ready mapping; ``refit`` says that no refit is done in this version."""
+        """A JSON-ready mapping; ``refit`` is the scale and the refit costs, or None."""
         numbers = {
             "steps_per_s": self.steps_per_s,
             "observed_busy_share": self.observed_busy_share,
@@ -64,8 +82,34 @@ class ProfileCheck:
             "verdict": self.verdict,
             "reason": self.reason,
             **{key: None if value is None else round(value, 4) for key, value in numbers.items()},
-            "refit": None,
+            "refit": self._refit_json(),
         }
+
+    def _refit_json(self) -> dict[str, Any] | None:
+        if self.refit_scale is None or self.refit_profile is None:
+            return None
+        fitted = self.refit_profile
+        return {
+            "scale": round(self.refit_scale, 4),
+            "profile": fitted.name,
+            "beta0_us": round(fitted.beta0_us, 3),
+            "beta1_us_per_prefill_token": round(fitted.beta1_us_per_prefill_token, 5),
+            "beta2_us_per_decode_token": round(fitted.beta2_us_per_decode_token, 5),
+            "beta3_us_per_context_token": round(fitted.beta3_us_per_context_token, 6),
+        }
+
+
+def refit(profile: EngineProfile, scale: float) -> EngineProfile:
+    """``profile`` with its step costs times ``scale`` (see the module docstring)."""
+    return profile.model_copy(
+        update={
+            "name": f"{profile.name} (steps x{scale:.2f})",
+            "beta0_us": profile.beta0_us * scale,
+            "beta1_us_per_prefill_token": profile.beta1_us_per_prefill_token * scale,
+            "beta2_us_per_decode_token": profile.beta2_us_per_decode_token * scale,
+            "beta3_us_per_context_token": profile.beta3_us_per_context_token * scale,
+        }
+    )
 
 
 def check_profile(
@@ -81,7 +125,7 @@ def check_profile(
     step_s = profile.step_time_s(round(prefill), round(decode), round(context))
     predicted = steps.steps_per_s * step_s
     observed = steps.busy_share
-    numbers = {
+    numbers: _Figures = {
         "steps_per_s": steps.steps_per_s,
         "observed_busy_share": observed,
         "predicted_step_s": step_s,
@@ -106,5 +150,10 @@ def check_profile(
         return ProfileCheck(profile.name, "agrees", f"{said}; within {TOLERANCE:g}x", **numbers)
     way = "slower" if ratio > 1 else "faster"
     factor = ratio if ratio > 1 else 1 / ratio
-    why = f"the profile's steps are {factor:.2f}x {way} than the server's; a refit is not done yet"
-    return ProfileCheck(profile.name, "disagrees", f"{said}; {why}", **numbers)
+    scale = 1 / ratio
+    why = (
+        f"the profile's steps are {factor:.2f}x {way} than the server's;"
+        f" planned on it refit: step costs x{scale:.2f}"
+    )
+    checked = ProfileCheck(profile.name, "disagrees", f"{said}; {why}", **numbers)
+    return replace(checked, refit_scale=scale, refit_profile=refit(profile, scale))

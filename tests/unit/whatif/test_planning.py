@@ -9,9 +9,13 @@ force serves everything, nothing may be picked (a restart costs and buys nothing
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+
+import pytest
 
 from daemon.core.settings import Envelope
 from daemon.whatif.candidates import Setting, candidate_grid, knob_values
+from daemon.whatif.characterisation import StepObservations
 from daemon.whatif.lognormal_fit import LogNormal
 from daemon.whatif.planning import PlanRequest, _pick, plan
 from daemon.whatif.prediction import Prediction, Slo, predict
@@ -173,3 +177,48 @@ def test_no_change_is_picked_that_is_not_predicted_to_win_even_with_min_gain_zer
             assert reason.startswith("keep")
     winner = _predicted(Setting(512, 4096), 1.9, current=False)
     assert _pick(winner, now, 0.0)[0] == Setting(512, 4096)
+
+
+def test_a_server_twice_as_slow_as_its_profile_is_planned_on_the_refit_profile() -> None:
+    """The check's refit is what the round plans on: the setting in force is predicted slower.
+
+    (Not exactly twice the TPOT: the prediction reads quantiles from vLLM's histogram buckets,
+    as the live check of the change will, and interpolates inside them.)
+    """
+    # A light load (1 request a second), so that slower steps do not also make longer queues.
+    code_like = _summary(1.0, (4000, 8800), (60, 150))
+    asked = PlanRequest(
+        summary=code_like,
+        profile=PROFILE,
+        current=DEFAULTS,
+        candidates=(DEFAULTS,),
+        slo=Slo(ttft_s=2.0, tpot_s=0.050),
+        simulated_s=300,
+    )
+    profile = load_profile(PROFILE)
+    # Steps of the profile's own mix, half as many a second as it could make with work all the
+    # time: the server's steps take twice as long.
+    prefill, decode, running = 1100, 18, 26.4
+    context = running * (code_like.prompt.mean + code_like.output.mean / 2)
+    steps_per_s = 0.5 / profile.step_time_s(prefill, decode, round(context))
+    steps = StepObservations(
+        window_s=600.0,
+        steps_per_s=steps_per_s,
+        tokens_per_step=prefill + decode,
+        prompt_tokens_per_s=prefill * steps_per_s,
+        generation_tokens_per_s=decode * steps_per_s,
+        mean_running=running,
+        busy_share=1.0,
+    )
+
+    as_named = plan(asked)
+    refit = plan(replace(asked, steps=steps))
+
+    assert as_named.profile_check.refit_scale is None
+    assert refit.profile_check.verdict == "disagrees"
+    assert refit.profile_check.refit_scale == pytest.approx(2.0, rel=0.01)
+    named_tpot, refit_tpot = as_named.current.tpot_p95_s, refit.current.tpot_p95_s
+    assert named_tpot is not None
+    assert refit_tpot is not None
+    assert refit_tpot > 1.3 * named_tpot
+    assert refit.current.slo_attainment <= as_named.current.slo_attainment
