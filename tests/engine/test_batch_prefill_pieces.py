@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,7 +24,7 @@ from daemon.core.batch_settings import BatchSection
 from daemon.engine.batches.crash_points import CrashPoints
 from daemon.engine.batches.job_runner import JobRunner
 from daemon.engine.batches.lanes import Lane
-from daemon.engine.batches.prefill_pieces import piece_ends
+from daemon.engine.batches.prefill_pieces import piece_ends, prefix_caching_in
 from daemon.engine.storage.batch_ledger import BatchLedger
 from tests.engine.test_batch_runner import Clock, scripted
 from tests.support.sim_serve import MODEL, sim_serve
@@ -170,3 +171,37 @@ async def test_a_piece_that_fails_ends_the_pieces_and_the_line_goes_as_it_is(
     assert sent == line["body"]  # the line's own body, untouched (no priority: fcfs)
     output = path.with_name("jobs.output.jsonl").read_text().splitlines()
     assert [json.loads(row)["response"]["status_code"] for row in output] == [200]
+
+
+async def test_a_server_without_the_prefix_cache_gets_the_prompts_whole(
+    tmp_path: Path, ledger: BatchLedger, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A piece's prefill would be thrown away and the line's request would prefill it again.
+    path = tmp_path / "jobs.jsonl"
+    _write(path, [_completion(index, _text(index)) for index in range(LINES)])
+    with (
+        caplog.at_level(logging.WARNING, logger="daemon.engine.batches.prefill_pieces"),
+        sim_serve(tmp_path, "max-num-seqs: 8\nenable-prefix-caching: false\n") as sim,
+    ):
+        state, _ = await _run(path, ledger, f"http://127.0.0.1:{sim.port}", PIECE)
+        engine = _engine(sim.port)
+    assert state is JobState.COMPLETED
+    assert _answers(path) == {f"c{index}": WORDS for index in range(LINES)}
+    assert engine["vllm:request_success_total"] == LINES  # the lines, no piece
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1, warned  # once a job, not once a line
+    assert 'enable_prefix_caching="False"' in warned[0]
+    assert f"127.0.0.1:{sim.port}" in warned[0]
+
+
+async def test_the_prefix_cache_is_read_from_cache_config_info() -> None:
+    real = Path(__file__).parents[1] / "fixtures/vllm-metrics/real-0.32-cpu/idle.txt"
+    assert prefix_caching_in(real.read_bytes()) is True
+    off = b'vllm:cache_config_info{block_size="16",enable_prefix_caching="False",x="1"} 1.0\n'
+    assert prefix_caching_in(off) is False
+    # Not said: no info line, or one without the label (the pieces stay as configured).
+    assert prefix_caching_in(b"vllm:num_requests_running 0.0\n") is None
+    assert prefix_caching_in(b'vllm:cache_config_info{block_size="16"} 1.0\n') is None
+    # Another label that ends with the name is not it.
+    fake = b'vllm:cache_config_info{not_enable_prefix_caching="False"} 1.0\n'
+    assert prefix_caching_in(fake) is None

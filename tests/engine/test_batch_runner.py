@@ -46,7 +46,10 @@ class Clock:
 
 @dataclass
 class ScriptedServer:
-    """Answers each request with the next status of ``script`` (then 200), and counts them."""
+    """Answers each POST with the next status of ``script`` (then 200), and counts them.
+
+    A GET is answered 404, not counted.
+    """
 
     script: list[int]
     requests: int = 0
@@ -55,6 +58,11 @@ class ScriptedServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         head = await reader.readuntil(b"\r\n\r\n")
+        if head.startswith(b"GET "):  # a page the lane reads (e.g. /metrics): none here
+            writer.write(b"HTTP/1.1 404 X\r\nContent-Length: 0\r\n\r\n")
+            await writer.drain()
+            writer.close()
+            return
         length = next(
             int(line.split(b":")[1])
             for line in head.split(b"\r\n")

@@ -18,12 +18,21 @@ pieces of that line; the line goes as it is, with its retries.
 
 Only ``/v1/completions`` lines whose prompt is one text or one list of token ids are cut; a
 chat line, or several prompts in one line, go whole.
+
+Without the prefix cache a piece is pure waste: its prefill is thrown away and the line's
+request prefills the whole prompt again. So before its first piece the lane reads the server's
+``vllm:cache_config_info``: where it says ``enable_prefix_caching="False"`` (``vllm serve
+--no-enable-prefix-caching``), no piece is sent for the rest of the job and the log says why.
+A page that does not say (an older vLLM, a server that does not answer) leaves the pieces as
+the operator configured them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
+import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -46,6 +55,14 @@ PIECE_ID_PREFIX = "batch-piece-"
 
 # (prompt tokens, generated tokens) of one answered piece: the governor's own traffic.
 Tally = Callable[[tuple[int, int]], None]
+
+METRICS = "/metrics"
+# vLLM's page is tens of KB; a cap well above that still bounds a hostile one.
+METRICS_PAGE_BYTES = 8 << 20
+_CACHE_INFO = re.compile(rb"^vllm:cache_config_info\{([^}\n]*)\}", re.MULTILINE)
+_PREFIX_CACHING = re.compile(rb'(?:^|,)enable_prefix_caching="(True|False)"')
+
+log = logging.getLogger(__name__)
 
 
 class PrefillPieces:
@@ -79,11 +96,14 @@ class PrefillPieces:
         self._priority = priority
         self._tally = tally
         self._exchange = exchange
+        self._cache_on: bool | None = None  # what the server's page said; None: not said yet
+        self._cache_read = asyncio.Lock()  # one read of the page at a time, and one warning
+        self._cache_asked = False
 
     async def send_ahead(self, line: BatchLine) -> int:
         """Send ``line``'s pieces; the pieces answered (0 for a line that is not cut)."""
         body = _completion_body(line)
-        if body is None:
+        if body is None or not await self._prefix_cache_on():
             return 0
         ids = await self._token_ids(body)
         if ids is None:
@@ -103,6 +123,31 @@ class PrefillPieces:
             self._tally(usage)
             answered += 1
         return answered
+
+    async def _prefix_cache_on(self) -> bool:
+        """False once the server's page says it runs without the prefix cache (see above)."""
+        async with self._cache_read:
+            if not self._cache_asked:
+                self._cache_asked = True
+                self._cache_on = await self._page_says_prefix_caching()
+                if self._cache_on is False:
+                    log.warning(
+                        "batch prompts go whole to %s: its vllm:cache_config_info says"
+                        ' enable_prefix_caching="False", and a piece needs the prefix cache to'
+                        " be of any use (prefill_piece_tokens is ignored for this job)",
+                        self._base_url,
+                    )
+        return self._cache_on is not False
+
+    async def _page_says_prefix_caching(self) -> bool | None:
+        limits = HttpLimits(total_s=self._limits.total_s, max_body_bytes=METRICS_PAGE_BYTES)
+        try:
+            page = await self._exchange("GET", self._base_url + METRICS, limits)
+        except HttpExchangeError:
+            return None
+        if page.status != 200:
+            return None
+        return prefix_caching_in(page.body)
 
     async def _token_ids(self, body: dict[str, Any]) -> Sequence[int] | None:
         prompt = body["prompt"]
@@ -148,6 +193,15 @@ class PrefillPieces:
         except ValueError:
             return None
         return answer if isinstance(answer, dict) else None
+
+
+def prefix_caching_in(page: bytes) -> bool | None:
+    """What a vLLM ``/metrics`` page says of the prefix cache; None where it says nothing."""
+    info = _CACHE_INFO.search(page)
+    if info is None:
+        return None
+    said = _PREFIX_CACHING.search(info.group(1))
+    return None if said is None else said.group(1) == b"True"
 
 
 def piece_ends(prompt_tokens: int, piece_tokens: int) -> range:
