@@ -196,12 +196,14 @@ async def test_a_server_without_the_prefix_cache_gets_the_prompts_whole(
 
 async def test_the_prefix_cache_is_read_from_cache_config_info() -> None:
     real = Path(__file__).parents[1] / "fixtures/vllm-metrics/real-0.32-cpu/idle.txt"
-    assert prefix_caching_in(real.read_bytes()) is True
-    off = b'vllm:cache_config_info{block_size="16",enable_prefix_caching="False",x="1"} 1.0\n'
+    assert prefix_caching_in(real.read_text()) is True
+    off = 'vllm:cache_config_info{block_size="16",enable_prefix_caching="False",x="1"} 1.0\n'
     assert prefix_caching_in(off) is False
     # Not said: no info line, or one without the label (the pieces stay as configured).
-    assert prefix_caching_in(b"vllm:num_requests_running 0.0\n") is None
-    assert prefix_caching_in(b'vllm:cache_config_info{block_size="16"} 1.0\n') is None
+    assert prefix_caching_in("vllm:num_requests_running 0.0\n") is None
+    assert prefix_caching_in('vllm:cache_config_info{block_size="16"} 1.0\n') is None
     # Another label that ends with the name is not it.
-    fake = b'vllm:cache_config_info{not_enable_prefix_caching="False"} 1.0\n'
+    fake = 'vllm:cache_config_info{not_enable_prefix_caching="False"} 1.0\n'
     assert prefix_caching_in(fake) is None
+    # A page the sources' reader refuses says nothing.
+    assert prefix_caching_in('vllm:cache_config_info{enable_prefix_caching="False" oops\n') is None

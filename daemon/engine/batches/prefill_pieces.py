@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -41,6 +40,7 @@ from daemon.batch.input_file import BatchLine
 from daemon.batch.own_traffic import usage_in
 from daemon.core.errors import HttpExchangeError
 from daemon.core.http_client import HttpExchange, HttpLimits
+from daemon.sources.metric_text import page_samples
 
 COMPLETIONS = "/v1/completions"
 TOKENIZE = "/tokenize"
@@ -59,8 +59,7 @@ Tally = Callable[[tuple[int, int]], None]
 METRICS = "/metrics"
 # vLLM's page is tens of KB; a cap well above that still bounds a hostile one.
 METRICS_PAGE_BYTES = 8 << 20
-_CACHE_INFO = re.compile(rb"^vllm:cache_config_info\{([^}\n]*)\}", re.MULTILINE)
-_PREFIX_CACHING = re.compile(rb'(?:^|,)enable_prefix_caching="(True|False)"')
+CACHE_INFO = "vllm:cache_config_info"
 
 log = logging.getLogger(__name__)
 
@@ -147,7 +146,7 @@ class PrefillPieces:
             return None
         if page.status != 200:
             return None
-        return prefix_caching_in(page.body)
+        return prefix_caching_in(page.body.decode("utf-8", errors="replace"))
 
     async def _token_ids(self, body: dict[str, Any]) -> Sequence[int] | None:
         prompt = body["prompt"]
@@ -195,13 +194,18 @@ class PrefillPieces:
         return answer if isinstance(answer, dict) else None
 
 
-def prefix_caching_in(page: bytes) -> bool | None:
-    """What a vLLM ``/metrics`` page says of the prefix cache; None where it says nothing."""
-    info = _CACHE_INFO.search(page)
-    if info is None:
+def prefix_caching_in(page: str) -> bool | None:
+    """What a vLLM ``/metrics`` page says of the prefix cache; None where it says nothing.
+
+    A page the sources' reader refuses says nothing either.
+    """
+    try:
+        for name, labels, _ in page_samples(page):
+            if name == CACHE_INFO and labels.get("enable_prefix_caching") in ("True", "False"):
+                return labels["enable_prefix_caching"] == "True"
+    except ValueError:
         return None
-    said = _PREFIX_CACHING.search(info.group(1))
-    return None if said is None else said.group(1) == b"True"
+    return None
 
 
 def piece_ends(prompt_tokens: int, piece_tokens: int) -> range:
