@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from actuators.vllm.probes import NOT_RESTARTED, Probe, probe
+from actuators.vllm.probes import NOT_RESTARTED, Probe, probe, same_process
 from actuators.vllm.read_back import CONTRADICTED
+from actuators.vllm.restart import CommandResult
 from actuators.vllm.steps import (
     DRAINED,
     READY,
@@ -123,19 +124,50 @@ async def revert(steps: ChangeSteps, reason: str, **facts: Any) -> ActuationResu
         command = await steps.restart()
     result = {"exit": command.returncode, "output": command.output}
     await steps.mark(REVERT_RESTARTED, revert_restart=result)
-    return await after_revert_restart(steps, reason, revert_from)
+    return await after_revert_restart(steps, reason, revert_from, command)
 
 
 async def after_revert_restart(
-    steps: ChangeSteps, reason: str, revert_from: float | None
+    steps: ChangeSteps,
+    reason: str,
+    revert_from: float | None,
+    command: CommandResult | None = None,
 ) -> ActuationResult:
-    """Wait for the server on the last-known-good config, then verify it again."""
+    """Wait for the server on the last-known-good config, then verify it again.
+
+    ``command`` is how the revert's restart ended (None: a restart issued by a governor that
+    died since). One that exited non-zero gets one look, not the whole ready wait: a server
+    that restarted anyway is verified; otherwise the entry fails at once and says that the
+    command failed, with its output. One that ran out of time may still be restarting the
+    server, and gets the wait.
+    """
+    said_failed = command is not None and command.returncode not in (0, None)
     with steps.timer.phase("revert_ready"):
-        seen = await steps.ready(not_process=revert_from)
+        if said_failed:
+            seen = await _one_look(steps, revert_from)
+        else:
+            seen = await steps.ready(not_process=revert_from)
     if not seen.ready:
-        why = f"{reason}; reverted, but the server did not come back ({seen.state}: {seen.detail})"
+        serving = f"the server did not come back ({seen.state}: {seen.detail})"
+        if said_failed and command is not None:
+            failed = f"{_exit(command.returncode)}: {command.output[-300:]}".strip().rstrip(":")
+            why = (
+                f"{reason}; the last-known-good files are back, but the revert's restart "
+                f"command failed ({failed}) and {serving}"
+            )
+        else:
+            why = f"{reason}; reverted, but {serving}"
         return await finish(steps, FAILED, why, quarantine=True)
     return await reverify(steps, reason, seen)
+
+
+async def _one_look(steps: ChangeSteps, revert_from: float | None) -> Probe:
+    """The server after a revert restart that failed: ready only as another process."""
+    seen = await probe(steps.instance.url, steps.instance.scrape_timeout_s + 1.0)
+    if seen.ready and same_process(seen.process_start, revert_from):
+        detail = "the process that failed the change still serves"
+        return Probe(NOT_RESTARTED, seen.process_start, detail)
+    return seen
 
 
 async def reverify(steps: ChangeSteps, reason: str, seen: Probe) -> ActuationResult:

@@ -23,7 +23,8 @@ reverting … revert_verify…  files back to last-known-good; a revert restart 
                             draining the failed process: wait for it as above;
                             a process newer than the one the revert began with
                             (or the baseline one) runs it: verify, reverted;
-                            otherwise restart once
+                            otherwise restart once (a command that exits non-zero
+                            gets one look, then the entry fails and says so)
 ==========================  =====================================================  ==========
 
 In a fleet, the reconcile respects the group's disruption budget (``take_slot``, the
@@ -249,4 +250,4 @@ async def _restart_on_old(steps: ChangeSteps, reason: str, seen: Probe) -> Actua
         command = await steps.restart()
     result = {"exit": command.returncode, "output": command.output}
     await steps.mark(REVERT_RESTARTED, revert_restart=result)
-    return await after_revert_restart(steps, reason, revert_from)
+    return await after_revert_restart(steps, reason, revert_from, command)
