@@ -131,17 +131,16 @@ async def after_revert_restart(
     steps: ChangeSteps,
     reason: str,
     revert_from: float | None,
-    command: CommandResult | None = None,
+    command: CommandResult,
 ) -> ActuationResult:
     """Wait for the server on the last-known-good config, then verify it again.
 
-    ``command`` is how the revert's restart ended (None: a restart issued by a governor that
-    died since). One that exited non-zero gets one look, not the whole ready wait: a server
-    that restarted anyway is verified; otherwise the entry fails at once and says that the
-    command failed, with its output. One that ran out of time may still be restarting the
-    server, and gets the wait.
+    ``command`` is how the revert's restart ended. One that exited non-zero gets one look,
+    not the whole ready wait: a server that restarted anyway is verified; otherwise the entry
+    fails at once and says that the command failed, with its output. One that ran out of time
+    may still be restarting the server, and gets the wait.
     """
-    said_failed = command is not None and command.returncode not in (0, None)
+    said_failed = command.returncode not in (0, None)
     with steps.timer.phase("revert_ready"):
         if said_failed:
             seen = await _one_look(steps, revert_from)
@@ -149,7 +148,7 @@ async def after_revert_restart(
             seen = await steps.ready(not_process=revert_from)
     if not seen.ready:
         serving = f"the server did not come back ({seen.state}: {seen.detail})"
-        if said_failed and command is not None:
+        if said_failed:
             failed = f"{_exit(command.returncode)}: {command.output[-300:]}".strip().rstrip(":")
             why = (
                 f"{reason}; the last-known-good files are back, but the revert's restart "
