@@ -7,7 +7,6 @@ journal in the state database.
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ from tests.support.retune import (
     finished,
     governor_config,
     journal,
+    kill_when,
     running_now,
     step_reached,
     write_policy,
@@ -89,12 +89,8 @@ def test_a_change_that_preempts_is_reverted_even_by_the_next_governor(short_tmp:
     with supervised_sim(short_tmp, SMALL_KV_CACHE, load=SATURATING_WORKLOAD) as sim:
         config = governor_config(short_tmp, sim, max_seqs=32, verify_window_s=4.0)
         write_policy(short_tmp, "waiting > 2.0", factor=4.0)
-        with running_daemon(config) as daemon:
-            daemon.wait_for("READY=1")
-            # Killed while it reverts: the revert restart is under way.
-            eventually(step_reached(short_tmp, "revert_restarting"), "the revert", daemon)
-            daemon.process.send_signal(signal.SIGKILL)
-            daemon.process.wait(timeout=10)
+        # Killed while it reverts: the revert restart is under way.
+        kill_when(config, step_reached(short_tmp, "revert_restarting"), "the revert")
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1")
             entry = eventually(finished(short_tmp), "the reconciliation", daemon)

@@ -10,7 +10,6 @@ has its case here, but for its restart under way, which is ``test_retune.py``'s.
 from __future__ import annotations
 
 import json
-import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from tests.support.retune import (
     finished,
     governor_config,
     journal,
+    kill_when,
     step_reached,
     write_policy,
 )
@@ -155,11 +155,7 @@ def test_a_governor_killed_mid_change_is_reconciled_by_the_next(
         )
         write_policy(short_tmp, "running >= 0.0", factor=4.0 if case.reverting else 2.0)
         hold = {"VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP": case.hold} if case.hold else {}
-        with running_daemon(config, env=hold) as daemon:
-            daemon.wait_for("READY=1")
-            eventually(trigger(short_tmp, sim, case), f"step {case.kill_when}", daemon)
-            daemon.process.send_signal(signal.SIGKILL)
-            daemon.process.wait(timeout=10)
+        kill_when(config, trigger(short_tmp, sim, case), f"step {case.kill_when}", env=hold)
         # The operator may shorten the window meanwhile: the next governor verifies afresh.
         config.write_text(
             config.read_text().replace(
@@ -211,11 +207,7 @@ def test_a_revert_restart_that_fails_in_the_reconcile_is_journaled_as_failed_at_
         config.write_text(config.read_text().replace(restart, json.dumps(once)))
         write_policy(short_tmp, "running >= 0.0", factor=4.0)
         hold = {"VLLM_GOVERNOR_TEST_HOLD_AFTER_STEP": "reverting:60"}
-        with running_daemon(config, env=hold) as daemon:
-            daemon.wait_for("READY=1")
-            eventually(step_reached(short_tmp, "reverting"), "the revert", daemon)
-            daemon.process.send_signal(signal.SIGKILL)
-            daemon.process.wait(timeout=10)
+        kill_when(config, step_reached(short_tmp, "reverting"), "the revert", env=hold)
         with running_daemon(config) as daemon:
             daemon.wait_for("READY=1")
             entry = eventually(finished(short_tmp), "the reconciliation", daemon)

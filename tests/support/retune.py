@@ -6,13 +6,14 @@ import json
 import os
 import pwd
 import re
+import signal
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.support.daemon import RunningDaemon, write_config
+from tests.support.daemon import RunningDaemon, running_daemon, write_config
 from tests.support.supervised_sim import SupervisedSim
 
 T = TypeVar("T")
@@ -164,3 +165,18 @@ def running_now(sim: SupervisedSim) -> float | None:
         return None
     match = re.search(r'^vllm:num_requests_running\{[^}]*engine="0"[^}]*\} (\S+)$', answer[1], re.M)
     return float(match.group(1)) if match else None
+
+
+def kill_when(
+    config: Path,
+    check: Callable[[], object | None],
+    what: str,
+    *,
+    env: Mapping[str, str] | None = None,
+) -> None:
+    """Run a governor on ``config`` until ``check`` finds its moment, then SIGKILL it."""
+    with running_daemon(config, env=dict(env or {})) as daemon:
+        daemon.wait_for("READY=1")
+        eventually(check, what, daemon)
+        daemon.process.send_signal(signal.SIGKILL)
+        daemon.process.wait(timeout=10)
